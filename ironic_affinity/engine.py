@@ -1,0 +1,276 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The placement engine: pure computation, no I/O, no configuration.
+
+For each node, over the live conductors (RFE "ironic conductor - node
+affinity placement", final form):
+
+1. exclude conductors in another conductor group or not running the
+   node's hardware type (Ironic's own constraints);
+2. exclude a conductor if any node tag is in its hard_anti_affinity_tags;
+3. exclude a conductor if any of its hard_affinity_tags is missing from
+   the node's tags;
+4. score the rest: per node tag, minus its weight if the tag is in the
+   conductor's soft_anti_affinity_tags, else plus its weight if it is in
+   soft_affinity_tags;
+5. the node goes to a top scorer, whatever the score; ties are broken by
+   rendezvous hashing of the node over just the tied conductors.
+
+Put another way, each eligible conductor is ranked by the pair (score,
+rendezvous weight) and the node takes the first; the rest of that ranking
+is the fallback order, which is exactly what the rule gives when the
+chosen conductor dies, then the next.
+
+An engine is a snapshot of one membership. Verdicts depend only on a
+node's constraints (tags, driver, group), of which large deployments have
+a few hundred distinct ones, so they are computed once per distinct set
+and shared; only the tie-break is per node.
+"""
+
+from collections.abc import Iterable
+from collections.abc import Sequence
+import dataclasses
+import itertools
+
+import numpy as np
+
+from ironic_affinity import profile
+from ironic_affinity import rendezvous
+from ironic_affinity._i18n import _
+
+# Bounds on the caches of one snapshot, so that a stream of distinct nodes
+# cannot grow a long-lived process without limit. Past the bound a cache
+# starts again empty: correctness never depends on a cache.
+MAX_CACHED_EVALUATIONS = 1 << 16
+MAX_CACHED_PLACEMENTS = 1 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """One conductor's verdict for one node's constraints."""
+
+    conductor: str
+    # Why the conductor cannot take the node; None when it can.
+    excluded: str | None = None
+    score: int = 0
+    # (tag, contribution) for each node tag that changed the score.
+    breakdown: tuple[tuple[str, int], ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """The verdicts of every conductor for one set of node constraints."""
+
+    verdicts: tuple[Verdict, ...]
+    top_score: int | None
+    # The conductors sharing the top score, by name.
+    candidates: tuple[str, ...]
+
+    @property
+    def eligible(self) -> tuple[Verdict, ...]:
+        return tuple(v for v in self.verdicts if v.excluded is None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Where one node goes. ``conductor`` is None when none is valid."""
+
+    node: str
+    conductor: str | None
+    score: int | None
+    candidates: tuple[str, ...]
+
+
+def _judge(
+    conductor: profile.ConductorProfile,
+    constraints: tuple[frozenset[str], str | None, str],
+) -> Verdict:
+    node_tags, driver, group = constraints
+    # Every rule that excludes the conductor is reported, not just the
+    # first: an operator fixing a node's tags wants the whole list.
+    reasons = []
+    if conductor.conductor_group != group:
+        reasons.append(
+            _("conductor group %(conductor)r differs from the node's %(node)r")
+            % {'conductor': conductor.conductor_group, 'node': group}
+        )
+    if (
+        driver is not None
+        and conductor.hardware_types is not None
+        and driver not in conductor.hardware_types
+    ):
+        reasons.append(_('does not run hardware type %r') % driver)
+    banned = node_tags & conductor.hard_anti_affinity_tags
+    if banned:
+        reasons.append(
+            _('node has hard-anti-affinity tag(s) %s')
+            % ', '.join(sorted(banned))
+        )
+    missing = conductor.hard_affinity_tags - node_tags
+    if missing:
+        reasons.append(
+            _('node lacks hard-affinity tag(s) %s')
+            % ', '.join(sorted(missing))
+        )
+    if reasons:
+        return Verdict(conductor.name, '; '.join(reasons))
+    breakdown = []
+    for tag in sorted(node_tags):
+        # Anti wins over affinity for a tag in both lists, as in the RFE's
+        # pseudo-code.
+        if tag in conductor.soft_anti_affinity_tags:
+            breakdown.append((tag, -conductor.soft_anti_affinity_tags[tag]))
+        elif tag in conductor.soft_affinity_tags:
+            breakdown.append((tag, conductor.soft_affinity_tags[tag]))
+    return Verdict(
+        conductor.name,
+        score=sum(w for _t, w in breakdown),
+        breakdown=tuple(breakdown),
+    )
+
+
+class PlacementEngine:
+    """Places nodes over one snapshot of live conductors.
+
+    The result depends only on the set of conductors and the node: not on
+    the order anything is listed in, the process, the host or
+    PYTHONHASHSEED.
+    """
+
+    def __init__(self, conductors: Iterable[profile.ConductorProfile]):
+        ordered = sorted(conductors, key=lambda c: c.name)
+        for first, second in itertools.pairwise(ordered):
+            if first.name == second.name:
+                raise ValueError(
+                    _('conductor %r is listed twice') % first.name
+                )
+        self._conductors = tuple(ordered)
+        # Conductors with one signature share every verdict but the name.
+        self._by_signature: dict[
+            tuple[object, ...], list[profile.ConductorProfile]
+        ] = {}
+        for conductor in ordered:
+            self._by_signature.setdefault(conductor.signature(), []).append(
+                conductor
+            )
+        self._hash_of = dict(
+            zip(
+                (c.name for c in ordered),
+                rendezvous.hash_names(c.name for c in ordered).tolist(),
+                strict=True,
+            )
+        )
+        self._evaluations: dict[
+            tuple[frozenset[str], str | None, str],
+            tuple[Evaluation, rendezvous.Hashes],
+        ] = {}
+        self._placements: dict[tuple[bytes, object], Placement] = {}
+
+    @property
+    def conductors(self) -> tuple[profile.ConductorProfile, ...]:
+        """The conductors of this snapshot, by name."""
+        return self._conductors
+
+    def _evaluate(
+        self, constraints: tuple[frozenset[str], str | None, str]
+    ) -> tuple[Evaluation, rendezvous.Hashes]:
+        cached = self._evaluations.get(constraints)
+        if cached is not None:
+            return cached
+        verdicts = []
+        for members in self._by_signature.values():
+            verdict = _judge(members[0], constraints)
+            verdicts.extend(
+                dataclasses.replace(verdict, conductor=m.name) for m in members
+            )
+        verdicts.sort(key=lambda v: v.conductor)
+        scores = [v.score for v in verdicts if v.excluded is None]
+        top = max(scores) if scores else None
+        candidates = tuple(
+            v.conductor
+            for v in verdicts
+            if v.excluded is None and v.score == top
+        )
+        hashes = np.fromiter(
+            (self._hash_of[name] for name in candidates), dtype=np.uint64
+        )
+        result = (Evaluation(tuple(verdicts), top, candidates), hashes)
+        if len(self._evaluations) >= MAX_CACHED_EVALUATIONS:
+            self._evaluations.clear()
+        self._evaluations[constraints] = result
+        return result
+
+    def evaluate(self, node: profile.NodeRequest) -> Evaluation:
+        """Every conductor's verdict for this node's constraints."""
+        return self._evaluate(node.constraints)[0]
+
+    def place(self, node: profile.NodeRequest) -> Placement:
+        """Where this node goes. Repeated asks are answered from memory."""
+        memo_key = (node.hash_key, node.constraints)
+        placement = self._placements.get(memo_key)
+        if placement is None or placement.node != node.name:
+            placement = self.place_all([node])[0]
+            if len(self._placements) >= MAX_CACHED_PLACEMENTS:
+                self._placements.clear()
+            self._placements[memo_key] = placement
+        return placement
+
+    def place_all(
+        self, nodes: Sequence[profile.NodeRequest]
+    ) -> list[Placement]:
+        """Place many nodes at once, in the order given.
+
+        Nodes are grouped by constraints so that each group's tie-break is
+        one vector operation.
+        """
+        groups: dict[object, list[int]] = {}
+        for index, node in enumerate(nodes):
+            groups.setdefault(node.constraints, []).append(index)
+        result: list[Placement | None] = [None] * len(nodes)
+        for constraints, indexes in groups.items():
+            evaluation, hashes = self._evaluate(constraints)  # type: ignore
+            candidates = evaluation.candidates
+            if not candidates:
+                chosen = [None] * len(indexes)
+            else:
+                keys = rendezvous.hash_keys(nodes[i].hash_key for i in indexes)
+                picks = rendezvous.winners(keys, hashes)
+                chosen = [candidates[p] for p in picks.tolist()]
+            for index, conductor in zip(indexes, chosen, strict=True):
+                result[index] = Placement(
+                    nodes[index].name,
+                    conductor,
+                    evaluation.top_score,
+                    candidates,
+                )
+        return result  # type: ignore[return-value]
+
+    def fallback_order(self, node: profile.NodeRequest) -> tuple[str, ...]:
+        """Every eligible conductor, the chosen one first, then who takes
+        the node if it dies, then the next, and so on."""
+        evaluation = self.evaluate(node)
+        eligible = evaluation.eligible
+        if not eligible:
+            return ()
+        weights = rendezvous.weights(
+            rendezvous.hash64(node.hash_key),
+            np.fromiter(
+                (self._hash_of[v.conductor] for v in eligible),
+                dtype=np.uint64,
+            ),
+        ).tolist()
+        ranked = sorted(
+            zip(eligible, weights, strict=True),
+            key=lambda pair: (-pair[0].score, -pair[1], pair[0].conductor),
+        )
+        return tuple(verdict.conductor for verdict, _w in ranked)

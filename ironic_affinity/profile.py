@@ -1,0 +1,191 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Value objects: what the engine knows of a conductor and of a node."""
+
+# NodeRequest has a field named like the tags module: keep annotations lazy.
+from __future__ import annotations
+
+from collections.abc import Iterable
+from collections.abc import Mapping
+import dataclasses
+import types
+
+from ironic_affinity import exception
+from ironic_affinity import tags
+from ironic_affinity._i18n import _
+
+# The names of the four conductor tag lists, as options and scenario keys.
+HARD_AFFINITY = 'hard_affinity_tags'
+HARD_ANTI_AFFINITY = 'hard_anti_affinity_tags'
+SOFT_AFFINITY = 'soft_affinity_tags'
+SOFT_ANTI_AFFINITY = 'soft_anti_affinity_tags'
+TAG_OPTIONS = (
+    HARD_AFFINITY,
+    HARD_ANTI_AFFINITY,
+    SOFT_AFFINITY,
+    SOFT_ANTI_AFFINITY,
+)
+
+
+def _frozen_weights(weights: Mapping[str, int]) -> Mapping[str, int]:
+    return types.MappingProxyType(dict(weights))
+
+
+@dataclasses.dataclass(frozen=True)
+class ConductorProfile:
+    """A conductor as placement sees it: its name, tags and constraints.
+
+    Build one with :meth:`build`, which parses and cross-checks the tag
+    lists; the constructor trusts its arguments.
+    """
+
+    name: str
+    hard_affinity_tags: frozenset[str] = frozenset()
+    hard_anti_affinity_tags: frozenset[str] = frozenset()
+    soft_affinity_tags: Mapping[str, int] = dataclasses.field(
+        default_factory=dict, hash=False
+    )
+    soft_anti_affinity_tags: Mapping[str, int] = dataclasses.field(
+        default_factory=dict, hash=False
+    )
+    # None means every hardware type: an offline scenario need not list them.
+    hardware_types: frozenset[str] | None = None
+    conductor_group: str = ''
+
+    @classmethod
+    def build(
+        cls,
+        name: str,
+        hard_affinity_tags: tags.TagList = None,
+        hard_anti_affinity_tags: tags.TagList = None,
+        soft_affinity_tags: tags.TagList = None,
+        soft_anti_affinity_tags: tags.TagList = None,
+        hardware_types: Iterable[str] | None = None,
+        conductor_group: str | None = None,
+        where: str = '',
+    ) -> ConductorProfile:
+        """Parse raw tag lists into a checked profile.
+
+        :param where: prefixes the option names in error messages, e.g. a
+            scenario file and entry.
+        :raises: InvalidTag for a list outside the tag grammar,
+            ConflictingTags when a tag is in both hard lists, since such a
+            conductor could never accept a node carrying it, nor one lacking
+            it.
+        """
+        prefix = where + ': ' if where else ''
+        profile = cls(
+            name=name,
+            hard_affinity_tags=tags.parse_tags(
+                hard_affinity_tags, prefix + HARD_AFFINITY
+            ),
+            hard_anti_affinity_tags=tags.parse_tags(
+                hard_anti_affinity_tags, prefix + HARD_ANTI_AFFINITY
+            ),
+            soft_affinity_tags=_frozen_weights(
+                tags.parse_weighted_tags(
+                    soft_affinity_tags, prefix + SOFT_AFFINITY
+                )
+            ),
+            soft_anti_affinity_tags=_frozen_weights(
+                tags.parse_weighted_tags(
+                    soft_anti_affinity_tags, prefix + SOFT_ANTI_AFFINITY
+                )
+            ),
+            hardware_types=(
+                None if hardware_types is None else frozenset(hardware_types)
+            ),
+            conductor_group=(conductor_group or '').lower(),
+        )
+        both = profile.hard_affinity_tags & profile.hard_anti_affinity_tags
+        if both:
+            raise exception.ConflictingTags(
+                _(
+                    '%(where)sconductor %(name)s can never accept a node: '
+                    '%(tags)s in both %(hard)s and %(anti)s'
+                )
+                % {
+                    'where': prefix,
+                    'name': name,
+                    'tags': ', '.join(sorted(both)),
+                    'hard': HARD_AFFINITY,
+                    'anti': HARD_ANTI_AFFINITY,
+                }
+            )
+        return profile
+
+    def soft_conflicts(self) -> frozenset[str]:
+        """Tags in both soft lists: anti-affinity wins, which is worth a
+        warning since the affinity entry then has no effect."""
+        return frozenset(self.soft_affinity_tags) & frozenset(
+            self.soft_anti_affinity_tags
+        )
+
+    def signature(self) -> tuple[object, ...]:
+        """Everything but the name: conductors with equal signatures get
+        equal verdicts, so the engine scores each signature once."""
+        return (
+            self.hard_affinity_tags,
+            self.hard_anti_affinity_tags,
+            tuple(sorted(self.soft_affinity_tags.items())),
+            tuple(sorted(self.soft_anti_affinity_tags.items())),
+            self.hardware_types,
+            self.conductor_group,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeRequest:
+    """A node to place: its identity, tags and Ironic constraints."""
+
+    name: str
+    tags: frozenset[str] = frozenset()
+    uuid: str | None = None
+    # None means "any hardware type", for offline scenarios.
+    driver: str | None = None
+    conductor_group: str = ''
+
+    @classmethod
+    def build(
+        cls,
+        name: str,
+        affinity_tags: tags.TagList = None,
+        uuid: str | None = None,
+        driver: str | None = None,
+        conductor_group: str | None = None,
+        where: str = '',
+    ) -> NodeRequest:
+        """Parse a node's raw tag list.
+
+        :raises: InvalidTag naming ``where`` and the bad tag.
+        """
+        prefix = where + ': ' if where else ''
+        return cls(
+            name=name,
+            tags=tags.parse_tags(affinity_tags, prefix + 'affinity_tags'),
+            uuid=uuid,
+            driver=driver,
+            conductor_group=(conductor_group or '').lower(),
+        )
+
+    @property
+    def hash_key(self) -> bytes:
+        """What consistent hashing hashes: the uuid, as Ironic hashes it,
+        or the name where a scenario gives no uuid."""
+        return (self.uuid or self.name).encode('utf-8')
+
+    @property
+    def constraints(self) -> tuple[frozenset[str], str | None, str]:
+        """Everything placement reads except identity. Nodes with equal
+        constraints get equal verdicts and differ only in the tie-break."""
+        return (self.tags, self.driver, self.conductor_group)
