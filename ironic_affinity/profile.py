@@ -45,8 +45,8 @@ def _frozen_weights(weights: Mapping[str, int]) -> Mapping[str, int]:
 class ConductorProfile:
     """A conductor as placement sees it: its name, tags and constraints.
 
-    Build one with :meth:`build`, which parses and cross-checks the tag
-    lists; the constructor trusts its arguments.
+    Build one from raw tag lists with :meth:`build`; the constructor takes
+    parsed ones. Either refuses a tag in both hard lists.
     """
 
     name: str
@@ -79,9 +79,7 @@ class ConductorProfile:
         :param where: prefixes the option names in error messages, e.g. a
             scenario file and entry.
         :raises: InvalidTag for a list outside the tag grammar,
-            ConflictingTags when a tag is in both hard lists, since such a
-            conductor could never accept a node carrying it, nor one lacking
-            it.
+            ConflictingTags when a tag is in both hard lists.
         """
         prefix = where + ': ' if where else ''
         profile = cls(
@@ -107,22 +105,25 @@ class ConductorProfile:
             ),
             conductor_group=(conductor_group or '').lower(),
         )
-        both = profile.hard_affinity_tags & profile.hard_anti_affinity_tags
+        return profile
+
+    def __post_init__(self) -> None:
+        # A tag in both hard lists would make the conductor refuse every
+        # node carrying it and every node lacking it: refuse the conductor.
+        both = self.hard_affinity_tags & self.hard_anti_affinity_tags
         if both:
             raise exception.ConflictingTags(
                 _(
-                    '%(where)sconductor %(name)s can never accept a node: '
+                    'conductor %(name)s could never accept a node: '
                     '%(tags)s in both %(hard)s and %(anti)s'
                 )
                 % {
-                    'where': prefix,
-                    'name': name,
+                    'name': self.name,
                     'tags': ', '.join(sorted(both)),
                     'hard': HARD_AFFINITY,
                     'anti': HARD_ANTI_AFFINITY,
                 }
             )
-        return profile
 
     def soft_conflicts(self) -> frozenset[str]:
         """Tags in both soft lists: anti-affinity wins, which is worth a

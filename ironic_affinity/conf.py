@@ -1,0 +1,161 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Options of the [affinity] group of ironic.conf.
+
+Nothing here runs at import time: callers register the options on the
+configuration object they own, as oslo.config recommends for libraries.
+"""
+
+from typing import Any
+
+from oslo_config import cfg
+from oslo_config import types
+
+from ironic_affinity import profile
+from ironic_affinity import tags
+from ironic_affinity._i18n import _
+
+GROUP = cfg.OptGroup(
+    'affinity',
+    title=_('Node affinity placement'),
+    help=_(
+        'Tag-based placement of nodes onto conductors. The four tag lists '
+        'describe this conductor; a node\'s tags are matched against them. '
+        'Tag lists are separated by commas and/or spaces; tags are letters, '
+        'digits, ".", "_" and "-", up to %(len)d characters, compared '
+        'case-insensitively; at most %(max)d tags a list.'
+    )
+    % {'len': tags.MAX_TAG_LENGTH, 'max': tags.MAX_TAGS},
+)
+
+
+class TagListType(types.ConfigType):
+    """An oslo.config type for one tag list, checked against the grammar.
+
+    A value outside the grammar makes oslo.config refuse it with an error
+    naming the option, before any node is placed.
+    """
+
+    def __init__(self, weighted: bool) -> None:
+        super().__init__(
+            type_name='weighted tag list' if weighted else 'tag list'
+        )
+        self.weighted = weighted
+
+    def __call__(self, value: Any) -> Any:
+        if isinstance(value, (dict, frozenset)):
+            return value  # already parsed, e.g. a default
+        # oslo.config adds the option name and source to this message.
+        if self.weighted:
+            return tags.parse_weighted_tags(value, _('tag list'))
+        return tags.parse_tags(value, _('tag list'))
+
+    def _formatter(self, value: Any) -> str:
+        if isinstance(value, dict):
+            return tags.format_weighted(value)
+        return ', '.join(sorted(value))
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, TagListType) and other.weighted == self.weighted
+        )
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.weighted))
+
+
+def _tag_opt(name: str, weighted: bool, help_text: str) -> cfg.Opt:
+    # mutable: a SIGHUP reloads a conductor's tags without a restart.
+    return cfg.Opt(
+        name,
+        type=TagListType(weighted),
+        default=({} if weighted else frozenset()),
+        sample_default='',
+        mutable=True,
+        help=help_text,
+    )
+
+
+TAG_OPTS = [
+    _tag_opt(
+        profile.HARD_AFFINITY,
+        False,
+        _(
+            'Tags a node must all carry to be placed on this conductor, '
+            'e.g. the datacenter it stands in. A node lacking any of them '
+            'is never placed here.'
+        ),
+    ),
+    _tag_opt(
+        profile.HARD_ANTI_AFFINITY,
+        False,
+        _(
+            'Tags that keep a node off this conductor: a node carrying any '
+            'of them is never placed here, e.g. a network this conductor '
+            'cannot reach. A tag may not also be in hard_affinity_tags.'
+        ),
+    ),
+    _tag_opt(
+        profile.SOFT_AFFINITY,
+        True,
+        _(
+            'Tags that make this conductor preferred: each one a node '
+            'carries adds its weight to this conductor\'s score. Write '
+            '"tag:WEIGHT" for a weight from 1 to 1000; the default is 1. '
+            'The node goes to the highest-scoring eligible conductor.'
+        ),
+    ),
+    _tag_opt(
+        profile.SOFT_ANTI_AFFINITY,
+        True,
+        _(
+            'Tags that make this conductor less preferred: each one a node '
+            'carries subtracts its weight from this conductor\'s score. '
+            'A tag also in soft_affinity_tags counts here only.'
+        ),
+    ),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    """Register the [affinity] options on ``conf``."""
+    conf.register_group(GROUP)
+    conf.register_opts(TAG_OPTS, group=GROUP)
+
+
+def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:
+    """The options, for oslo-config-generator and the docs."""
+    return [(GROUP, list(TAG_OPTS))]
+
+
+def conductor_profile(
+    conf: cfg.ConfigOpts,
+    name: str,
+    hardware_types: frozenset[str] | None = None,
+    conductor_group: str = '',
+) -> profile.ConductorProfile:
+    """This conductor's profile as configured.
+
+    :raises: ConflictingTags when the hard lists share a tag, naming the
+        options and the tags: such a conductor is refused at start.
+    """
+    group = conf.affinity
+    return profile.ConductorProfile(
+        name=name,
+        hard_affinity_tags=group.hard_affinity_tags,
+        hard_anti_affinity_tags=group.hard_anti_affinity_tags,
+        soft_affinity_tags=group.soft_affinity_tags,
+        soft_anti_affinity_tags=group.soft_anti_affinity_tags,
+        hardware_types=hardware_types,
+        conductor_group=conductor_group.lower(),
+    )

@@ -1,0 +1,190 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""What the operator commands print, built from engine results.
+
+Pure functions: each builds a JSON-ready dict, and a renderer turns that
+dict into the table people read, so both formats always say the same.
+"""
+
+from collections.abc import Collection
+from collections.abc import Sequence
+from typing import Any
+
+from ironic_affinity import engine
+from ironic_affinity import profile
+
+
+def plan(
+    conductors: Sequence[profile.ConductorProfile],
+    nodes: Sequence[profile.NodeRequest],
+    down: Collection[str] = (),
+) -> dict[str, Any]:
+    """Place every node over the conductors that are not down.
+
+    With conductors down, also list the moves against the same scenario
+    with every conductor up.
+    """
+    live = engine.PlacementEngine(c for c in conductors if c.name not in down)
+    placements = live.place_all(nodes)
+    loads = {c.name: 0 for c in live.conductors}
+    for placement in placements:
+        if placement.conductor is not None:
+            loads[placement.conductor] += 1
+    result: dict[str, Any] = {
+        'placements': [
+            {
+                'node': p.node,
+                'conductor': p.conductor,
+                'score': p.score,
+                'candidates': list(p.candidates),
+            }
+            for p in placements
+        ],
+        'loads': loads,
+    }
+    if down:
+        before = engine.PlacementEngine(conductors).place_all(nodes)
+        result['moves'] = [
+            {'node': old.node, 'from': old.conductor, 'to': new.conductor}
+            for old, new in zip(before, placements, strict=True)
+            if old.conductor != new.conductor
+        ]
+    return result
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(h) for h in headers]] + [
+        ['-' if c is None else str(c) for c in row] for row in rows
+    ]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return '\n'.join(
+        '  '.join(
+            c.ljust(w) for c, w in zip(row, widths, strict=True)
+        ).rstrip()
+        for row in cells
+    )
+
+
+def render_plan(report: dict[str, Any], down: Collection[str] = ()) -> str:
+    """The plan as tables: placements, loads, orphans and moves."""
+    placements = report['placements']
+    parts = [
+        'Placements',
+        _table(
+            ('NODE', 'CONDUCTOR', 'SCORE', 'CANDIDATES'),
+            [
+                (
+                    p['node'],
+                    p['conductor'],
+                    p['score'],
+                    ', '.join(p['candidates']) or None,
+                )
+                for p in placements
+            ],
+        ),
+        '',
+        'Loads' + (' (down: %s)' % ', '.join(sorted(down)) if down else ''),
+        _table(('CONDUCTOR', 'NODES'), sorted(report['loads'].items())),
+        '',
+    ]
+    orphans = [p['node'] for p in placements if p['conductor'] is None]
+    parts.append(
+        'Nodes without a valid conductor: %s'
+        % (', '.join(orphans) if orphans else 'none')
+    )
+    if 'moves' in report:
+        parts += ['', 'Moves (against every conductor up)']
+        moves = report['moves']
+        parts.append(
+            _table(
+                ('NODE', 'FROM', 'TO'),
+                [(m['node'], m['from'], m['to']) for m in moves],
+            )
+            if moves
+            else 'none'
+        )
+    return '\n'.join(parts)
+
+
+def explain(
+    conductors: Sequence[profile.ConductorProfile],
+    node: profile.NodeRequest,
+    down: Collection[str] = (),
+) -> dict[str, Any]:
+    """Every conductor's verdict for one node, and the fallback order."""
+    live = engine.PlacementEngine(c for c in conductors if c.name not in down)
+    placement = live.place(node)
+    verdicts = {v.conductor: v for v in live.evaluate(node).verdicts}
+    rows = []
+    for conductor in sorted(c.name for c in conductors):
+        verdict = verdicts.get(conductor)
+        row: dict[str, Any] = {'conductor': conductor}
+        if verdict is None:
+            row['verdict'] = 'down'
+        elif verdict.excluded is not None:
+            row.update(verdict='excluded', reason=verdict.excluded)
+        else:
+            if conductor == placement.conductor:
+                state = 'chosen'
+            elif conductor in placement.candidates:
+                state = 'tied'
+            else:
+                state = 'eligible'
+            row.update(
+                verdict=state,
+                score=verdict.score,
+                breakdown=[list(item) for item in verdict.breakdown],
+            )
+        rows.append(row)
+    return {
+        'node': node.name,
+        'hash_key': node.hash_key.decode('utf-8'),
+        'tags': sorted(node.tags),
+        'conductor': placement.conductor,
+        'conductors': rows,
+        'fallback': list(live.fallback_order(node)),
+    }
+
+
+def _verdict_text(row: dict[str, Any]) -> str:
+    if row['verdict'] in ('down', 'excluded'):
+        return ': '.join(filter(None, (row['verdict'], row.get('reason'))))
+    detail = ', '.join('%s %+d' % (tag, w) for tag, w in row['breakdown'])
+    return '%s, score %d%s' % (
+        row['verdict'],
+        row['score'],
+        ' (%s)' % detail if detail else '',
+    )
+
+
+def render_explain(report: dict[str, Any]) -> str:
+    """The verdicts as a table people read."""
+    return '\n'.join(
+        [
+            'Node %s (hash key %r), tags: %s'
+            % (
+                report['node'],
+                report['hash_key'],
+                ', '.join(report['tags']) or '(none)',
+            ),
+            _table(
+                ('CONDUCTOR', 'VERDICT'),
+                [
+                    (r['conductor'], _verdict_text(r))
+                    for r in report['conductors']
+                ],
+            ),
+            'Placed on: %s' % (report['conductor'] or 'no valid conductor'),
+            'Fallback order: %s' % (' > '.join(report['fallback']) or 'none'),
+        ]
+    )
