@@ -187,7 +187,7 @@ class PlacementEngine:
         cached = self._evaluations.get(constraints)
         if cached is not None:
             return cached
-        verdicts = []
+        verdicts: list[Verdict] = []
         for members in self._by_signature.values():
             verdict = _judge(members[0], constraints)
             verdicts.extend(

@@ -12,13 +12,11 @@
 
 """Value objects: what the engine knows of a conductor and of a node."""
 
-# NodeRequest has a field named like the tags module: keep annotations lazy.
-from __future__ import annotations
-
 from collections.abc import Iterable
 from collections.abc import Mapping
 import dataclasses
 import types
+from typing import Self
 
 from ironic_affinity import exception
 from ironic_affinity import tags
@@ -29,6 +27,9 @@ HARD_AFFINITY = 'hard_affinity_tags'
 HARD_ANTI_AFFINITY = 'hard_anti_affinity_tags'
 SOFT_AFFINITY = 'soft_affinity_tags'
 SOFT_ANTI_AFFINITY = 'soft_anti_affinity_tags'
+# NodeRequest.tags hides the tags module inside that class.
+_TagList = tags.TagList
+
 TAG_OPTIONS = (
     HARD_AFFINITY,
     HARD_ANTI_AFFINITY,
@@ -66,14 +67,14 @@ class ConductorProfile:
     def build(
         cls,
         name: str,
-        hard_affinity_tags: tags.TagList = None,
-        hard_anti_affinity_tags: tags.TagList = None,
-        soft_affinity_tags: tags.TagList = None,
-        soft_anti_affinity_tags: tags.TagList = None,
+        hard_affinity_tags: _TagList = None,
+        hard_anti_affinity_tags: _TagList = None,
+        soft_affinity_tags: _TagList = None,
+        soft_anti_affinity_tags: _TagList = None,
         hardware_types: Iterable[str] | None = None,
         conductor_group: str | None = None,
         where: str = '',
-    ) -> ConductorProfile:
+    ) -> Self:
         """Parse raw tag lists into a checked profile.
 
         :param where: prefixes the option names in error messages, e.g. a
@@ -160,12 +161,12 @@ class NodeRequest:
     def build(
         cls,
         name: str,
-        affinity_tags: tags.TagList = None,
+        affinity_tags: _TagList = None,
         uuid: str | None = None,
         driver: str | None = None,
         conductor_group: str | None = None,
         where: str = '',
-    ) -> NodeRequest:
+    ) -> Self:
         """Parse a node's raw tag list.
 
         :raises: InvalidTag naming ``where`` and the bad tag.

@@ -189,7 +189,10 @@ def _conductor(
             name,
             hardware_types=_hardware_types(entry.get('hardware_types'), where),
             conductor_group=entry.get('conductor_group'),
-            **{key: entry.get(key) for key in profile.TAG_OPTIONS},
+            hard_affinity_tags=entry.get(profile.HARD_AFFINITY),
+            hard_anti_affinity_tags=entry.get(profile.HARD_ANTI_AFFINITY),
+            soft_affinity_tags=entry.get(profile.SOFT_AFFINITY),
+            soft_anti_affinity_tags=entry.get(profile.SOFT_ANTI_AFFINITY),
         )
     except (exception.InvalidTag, exception.ConflictingTags) as exc:
         raise exception.InvalidScenario('%s: %s' % (where, exc)) from exc

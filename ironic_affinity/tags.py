@@ -57,7 +57,7 @@ def _items(value: TagList, where: str) -> list[str]:
             _('%s: expected a string or a list of strings, got %s')
             % (where, type(value).__name__)
         )
-    items = []
+    items: list[str] = []
     for chunk in chunks:
         if not isinstance(chunk, str):
             raise exception.InvalidTag(
