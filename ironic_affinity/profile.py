@@ -38,10 +38,6 @@ TAG_OPTIONS = (
 )
 
 
-def _frozen_weights(weights: Mapping[str, int]) -> Mapping[str, int]:
-    return types.MappingProxyType(dict(weights))
-
-
 @dataclasses.dataclass(frozen=True)
 class ConductorProfile:
     """A conductor as placement sees it: its name, tags and constraints.
@@ -91,15 +87,11 @@ class ConductorProfile:
             hard_anti_affinity_tags=tags.parse_tags(
                 hard_anti_affinity_tags, prefix + HARD_ANTI_AFFINITY
             ),
-            soft_affinity_tags=_frozen_weights(
-                tags.parse_weighted_tags(
-                    soft_affinity_tags, prefix + SOFT_AFFINITY
-                )
+            soft_affinity_tags=tags.parse_weighted_tags(
+                soft_affinity_tags, prefix + SOFT_AFFINITY
             ),
-            soft_anti_affinity_tags=_frozen_weights(
-                tags.parse_weighted_tags(
-                    soft_anti_affinity_tags, prefix + SOFT_ANTI_AFFINITY
-                )
+            soft_anti_affinity_tags=tags.parse_weighted_tags(
+                soft_anti_affinity_tags, prefix + SOFT_ANTI_AFFINITY
             ),
             hardware_types=(
                 None if hardware_types is None else frozenset(hardware_types)
@@ -109,6 +101,10 @@ class ConductorProfile:
         return profile
 
     def __post_init__(self) -> None:
+        # Frozen all the way down: a caller's dict must not change us.
+        for field in (SOFT_AFFINITY, SOFT_ANTI_AFFINITY):
+            weights = types.MappingProxyType(dict(getattr(self, field)))
+            object.__setattr__(self, field, weights)
         # A tag in both hard lists would make the conductor refuse every
         # node carrying it and every node lacking it: refuse the conductor.
         both = self.hard_affinity_tags & self.hard_anti_affinity_tags

@@ -41,6 +41,7 @@ import yaml
 
 from ironic_affinity import exception
 from ironic_affinity import profile
+from ironic_affinity import tags
 from ironic_affinity._i18n import _
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -134,13 +135,15 @@ def _entries(
 def _where(path: str, section: str, index: int, entry: dict[str, Any]) -> str:
     name = entry.get('name')
     label = '%s: %s[%d]' % (path, section, index)
-    return '%s (%r)' % (label, name) if isinstance(name, str) else label
+    if isinstance(name, str):
+        return '%s (%s)' % (label, tags.quote(name))
+    return label
 
 
 def _check_entry(
     entry: dict[str, Any], allowed: frozenset[str], where: str
 ) -> str:
-    unknown = sorted(str(key) for key in set(entry) - allowed)
+    unknown = sorted(tags.quote(key) for key in set(entry) - allowed)
     if unknown:
         raise exception.InvalidScenario(
             _('%(where)s: unknown key(s) %(keys)s; allowed: %(allowed)s')
@@ -220,12 +223,12 @@ def _unique(path: str, section: str, values: list[str | None]) -> None:
             continue
         if value in seen:
             raise exception.InvalidScenario(
-                _('%(path)s: %(section)s[%(index)d]: %(value)r is given twice')
+                _('%(path)s: %(section)s[%(index)d]: %(value)s is given twice')
                 % {
                     'path': path,
                     'section': section,
                     'index': index,
-                    'value': value,
+                    'value': tags.quote(value),
                 }
             )
         seen.add(value)
@@ -242,7 +245,9 @@ def load(path: str) -> Scenario:
         raise exception.InvalidScenario(
             _('%s: expected a mapping with "conductors" and "nodes"') % path
         )
-    unknown = sorted(str(k) for k in set(document) - {'conductors', 'nodes'})
+    unknown = sorted(
+        tags.quote(k) for k in set(document) - {'conductors', 'nodes'}
+    )
     if unknown:
         raise exception.InvalidScenario(
             _('%(path)s: unknown top-level key(s) %(keys)s')

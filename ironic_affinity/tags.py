@@ -44,6 +44,23 @@ _WEIGHT_RE = re.compile(r'[0-9]{1,4}')
 
 TagList = str | Iterable[str] | None
 
+# Error messages quote at most this much of what they refuse: the input
+# may be hostile and huge.
+_QUOTE_LIMIT = 40
+
+
+def quote(value: object) -> str:
+    """How an error message shows a value from untrusted input.
+
+    A string is shown cut short, anything else by its type only: the
+    input may be huge, and repr() of a huge integer even raises.
+    """
+    if not isinstance(value, str):
+        return '<%s>' % type(value).__name__
+    if len(value) > _QUOTE_LIMIT:
+        return repr(value[:_QUOTE_LIMIT]) + '...'
+    return repr(value)
+
 
 def _items(value: TagList, where: str) -> list[str]:
     if value is None:
@@ -61,8 +78,8 @@ def _items(value: TagList, where: str) -> list[str]:
     for chunk in chunks:
         if not isinstance(chunk, str):
             raise exception.InvalidTag(
-                _('%s: tag %r is a %s, not a string')
-                % (where, chunk, type(chunk).__name__)
+                _('%(where)s: every tag must be a string, got a %(type)s')
+                % {'where': where, 'type': type(chunk).__name__}
             )
         items.extend(i for i in _SEPARATORS_RE.split(chunk) if i)
     if len(items) > MAX_TAGS:
@@ -83,7 +100,7 @@ def _check_tag(tag: str, item: str, where: str) -> str:
                 'starting with a letter or digit'
             )
         raise exception.InvalidTag(
-            _('%s: invalid tag %r: %s') % (where, item, why)
+            _('%s: invalid tag %s: %s') % (where, quote(item), why)
         )
     return tag.lower()
 
@@ -92,8 +109,8 @@ def _parse_weight(text: str, item: str, where: str) -> int:
     weight = int(text) if _WEIGHT_RE.fullmatch(text) else 0
     if not 1 <= weight <= MAX_WEIGHT:
         raise exception.InvalidTag(
-            _('%s: invalid weight in %r: a weight is an integer from 1 to %d')
-            % (where, item, MAX_WEIGHT)
+            _('%s: invalid weight in %s: a weight is an integer from 1 to %d')
+            % (where, quote(item), MAX_WEIGHT)
         )
     return weight
 
@@ -131,10 +148,10 @@ def parse_tags(value: TagList, where: str) -> frozenset[str]:
         if ':' in item:
             raise exception.InvalidTag(
                 _(
-                    '%s: %r carries a weight, but only soft tag lists take '
+                    '%s: %s carries a weight, but only soft tag lists take '
                     'weights'
                 )
-                % (where, item)
+                % (where, quote(item))
             )
         tags.add(_check_tag(item, item, where))
     return frozenset(tags)

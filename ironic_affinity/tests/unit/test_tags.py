@@ -55,7 +55,18 @@ class ParseTagsTestCase(base.TestCase):
                 exception.InvalidTag, tags.parse_tags, 'ok ' + bad, 'myopt'
             )
             self.assertTrue(str(exc).startswith('myopt: '), exc)
-            self.assertIn(repr(bad), str(exc))
+            self.assertIn(tags.quote(bad), str(exc))
+
+    def test_messages_quote_hostile_input_briefly(self):
+        exc = self.assertRaises(
+            exception.InvalidTag, tags.parse_tags, 'x' * 100000, 'opt'
+        )
+        self.assertLess(len(str(exc)), 200)
+        self.assertIn("'xxxx", str(exc))
+        exc = self.assertRaises(
+            exception.InvalidTag, tags.parse_tags, [10**5000], 'opt'
+        )
+        self.assertIn('int', str(exc))
 
     def test_longest_tag_accepted(self):
         self.assertEqual(
