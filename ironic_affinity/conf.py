@@ -127,15 +127,72 @@ TAG_OPTS = [
 ]
 
 
+MEMBERSHIP_OPTS = [
+    cfg.StrOpt(
+        'backend_url',
+        secret=True,
+        sample_default='file://$state_path/affinity-membership',
+        help=_(
+            'tooz URL of the coordination backend where conductors publish '
+            'their affinity profiles and watch each other, e.g. '
+            'redis://:PASSWORD@HOST:6379, etcd3+http://HOST:2379 or '
+            'zookeeper://HOST:2181. Every conductor and API service of a '
+            'deployment must use the same backend. Unset, the file driver '
+            'under Ironic\'s [DEFAULT]state_path is used, which works only '
+            'when all services run on one host. The URL may hold a '
+            'password: it is never logged.'
+        ),
+    ),
+    cfg.StrOpt(
+        'group_name',
+        default='ironic-affinity-conductors',
+        help=_('Name of the tooz group the conductors join.'),
+    ),
+    cfg.FloatOpt(
+        'heartbeat_interval',
+        default=1.0,
+        min=0.1,
+        help=_(
+            'Seconds between two heartbeats of a conductor to the '
+            'backend. Must be well below member_timeout.'
+        ),
+    ),
+    cfg.FloatOpt(
+        'watch_interval',
+        default=1.0,
+        min=0.1,
+        help=_(
+            'Seconds between two reads of the group by every process that '
+            'places nodes. A change of membership or tags is seen within '
+            'about this long after the backend shows it.'
+        ),
+    ),
+    cfg.IntOpt(
+        'member_timeout',
+        default=5,
+        min=2,
+        help=_(
+            'Seconds after its last heartbeat that a conductor is dropped '
+            'from the group, i.e. how long a dead conductor keeps its '
+            'nodes. Passed to the tooz driver as its "timeout" unless the '
+            'backend URL sets one (for ZooKeeper it is the session '
+            'timeout, which the server may bound). Also how long members '
+            'are kept after the backend comes back from an outage, so that '
+            'live conductors can rejoin before anything is re-placed.'
+        ),
+    ),
+]
+
+
 def register_opts(conf: cfg.ConfigOpts) -> None:
     """Register the [affinity] options on ``conf``."""
     conf.register_group(GROUP)
-    conf.register_opts(TAG_OPTS, group=GROUP)
+    conf.register_opts(TAG_OPTS + MEMBERSHIP_OPTS, group=GROUP)
 
 
 def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:
     """The options, for oslo-config-generator and the docs."""
-    return [(GROUP, list(TAG_OPTS))]
+    return [(GROUP, TAG_OPTS + MEMBERSHIP_OPTS)]
 
 
 def conductor_profile(

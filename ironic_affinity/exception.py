@@ -27,3 +27,11 @@ class ConflictingTags(AffinityError, ValueError):
 
 class InvalidScenario(AffinityError):
     """A scenario file for ``plan`` or ``explain`` cannot be used."""
+
+
+class InvalidCapabilities(AffinityError, ValueError):
+    """A group member published capabilities that cannot be trusted."""
+
+
+class MembershipUnavailable(AffinityError):
+    """The coordination backend cannot be reached or read."""

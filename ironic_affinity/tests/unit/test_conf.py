@@ -27,7 +27,20 @@ class ListOptsTestCase(base.TestCase):
     def test_list_opts(self):
         ((group, opts),) = conf.list_opts()
         self.assertEqual('affinity', group.name)
-        self.assertEqual(list(profile.TAG_OPTIONS), [opt.name for opt in opts])
+        names = [opt.name for opt in opts]
+        self.assertEqual(list(profile.TAG_OPTIONS), names[:4])
+        self.assertEqual(
+            [
+                'backend_url',
+                'group_name',
+                'heartbeat_interval',
+                'watch_interval',
+                'member_timeout',
+            ],
+            names[4:],
+        )
+        (url_opt,) = [opt for opt in opts if opt.name == 'backend_url']
+        self.assertTrue(url_opt.secret)
         # The original objects, as the generator and docs expect.
         self.assertIs(conf.TAG_OPTS[0], opts[0])
 

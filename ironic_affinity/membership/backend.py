@@ -1,0 +1,98 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The coordination backend: its URL, and tooz coordinators on it."""
+
+import os
+from typing import Any
+import urllib.parse
+
+from oslo_config import cfg
+from tooz import coordination
+
+# Ironic's own default for [DEFAULT]state_path, used when this process
+# (our CLI, say) has not registered that option.
+DEFAULT_STATE_PATH = '/var/lib/ironic'
+FILE_DIRECTORY = 'affinity-membership'
+
+
+def backend_url(conf: cfg.ConfigOpts) -> str:
+    """The configured backend URL, or the file driver under state_path."""
+    url: str | None = conf.affinity.backend_url
+    if url:
+        return url
+    try:
+        state_path = conf.state_path
+    except cfg.NoSuchOptError:
+        state_path = DEFAULT_STATE_PATH
+    return 'file://' + os.path.join(state_path, FILE_DIRECTORY)
+
+
+def redact(url: str) -> str:
+    """The URL with any password replaced, fit for logs and output."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.netloc
+    if '@' in netloc:
+        userinfo, host = netloc.rsplit('@', 1)
+        user = userinfo.split(':', 1)[0]
+        netloc = '%s:***@%s' % (user, host) if ':' in userinfo else netloc
+    secrets = _secrets(url)
+    query = [
+        (k, '***' if v and v in secrets else v)
+        for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    ]
+    return urllib.parse.urlunsplit(
+        parts._replace(
+            netloc=netloc, query=urllib.parse.urlencode(query, safe='*')
+        )
+    )
+
+
+def _secrets(url: str) -> list[str]:
+    parts = urllib.parse.urlsplit(url)
+    found = [parts.password] if parts.password else []
+    for key, value in urllib.parse.parse_qsl(parts.query):
+        if value and ('password' in key.lower() or 'secret' in key.lower()):
+            found.append(value)
+    return found
+
+
+def scrub(text: str, url: str) -> str:
+    r"""\`\`text\`\` (an error message, say) without the URL's secrets."""
+    for secret in _secrets(url):
+        text = text.replace(secret, '***')
+    return text
+
+
+def coordinator(
+    url: str, member_id: str, timeout: int
+) -> coordination.CoordinationDriver:
+    """A tooz coordinator (not started) for ``member_id``.
+
+    :param timeout: seconds after which a silent member is dropped; passed
+        as the driver's "timeout" option unless the URL sets one, so an
+        operator's explicit choice wins.
+    """
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
+    options: dict[str, Any] = (
+        {} if 'timeout' in query else {'timeout': str(timeout)}
+    )
+    return coordination.get_coordinator(
+        url, member_id.encode('utf-8'), **options
+    )
+
+
+def decode_member_id(member_id: bytes | str) -> str:
+    """A member id as tooz returns it (bytes or, from some drivers, str)."""
+    if isinstance(member_id, bytes):
+        return member_id.decode('utf-8', errors='replace')
+    return member_id

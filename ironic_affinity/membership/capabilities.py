@@ -1,0 +1,164 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""What a conductor publishes about itself in the group, and back.
+
+Capabilities come from other processes, so decoding treats them as
+untrusted: a bounded size, a known format version, the same tag grammar
+as the options. A member whose capabilities fail any check is left out of
+placement (with a warning, by the caller) rather than trusted or crashed
+on.
+"""
+
+import json
+from typing import Any
+
+from ironic_affinity import exception
+from ironic_affinity import profile
+from ironic_affinity import tags
+from ironic_affinity._i18n import _
+
+# Bumped only for changes an older reader would misread; readers refuse
+# versions they do not know rather than guess.
+FORMAT_VERSION = 1
+MAX_ENCODED_BYTES = 64 * 1024
+MAX_HARDWARE_TYPES = 256
+MAX_NAME_LENGTH = 255
+
+_KEYS = frozenset(
+    ('format',) + profile.TAG_OPTIONS + ('hardware_types', 'conductor_group')
+)
+
+
+def encode(conductor: profile.ConductorProfile) -> dict[str, Any]:
+    """The capabilities of a conductor: plain JSON types, canonical."""
+    return {
+        'format': FORMAT_VERSION,
+        profile.HARD_AFFINITY: sorted(conductor.hard_affinity_tags),
+        profile.HARD_ANTI_AFFINITY: sorted(conductor.hard_anti_affinity_tags),
+        profile.SOFT_AFFINITY: dict(
+            sorted(conductor.soft_affinity_tags.items())
+        ),
+        profile.SOFT_ANTI_AFFINITY: dict(
+            sorted(conductor.soft_anti_affinity_tags.items())
+        ),
+        'hardware_types': (
+            None
+            if conductor.hardware_types is None
+            else sorted(conductor.hardware_types)
+        ),
+        'conductor_group': conductor.conductor_group,
+    }
+
+
+def _weighted(value: Any, where: str) -> dict[str, int]:
+    if not isinstance(value, dict):
+        raise exception.InvalidCapabilities(
+            _('%s must be a mapping of tag to weight') % where
+        )
+    items = []
+    for tag, weight in value.items():
+        # bool is an int to Python; a weight of "true" is garbage here.
+        if not isinstance(weight, int) or isinstance(weight, bool):
+            raise exception.InvalidCapabilities(
+                _('%(where)s: weight of %(tag)s is not an integer')
+                % {'where': where, 'tag': tags.quote(tag)}
+            )
+        items.append('%s:%d' % (tag, weight))
+    return tags.parse_weighted_tags(items, where)
+
+
+def _string(value: Any, where: str) -> str:
+    if not isinstance(value, str) or len(value) > MAX_NAME_LENGTH:
+        raise exception.InvalidCapabilities(
+            _('%(where)s must be a string of at most %(max)d characters')
+            % {'where': where, 'max': MAX_NAME_LENGTH}
+        )
+    return value
+
+
+def decode(name: str, raw: Any) -> profile.ConductorProfile:
+    """The profile a member published.
+
+    :param name: the member's name in the group.
+    :param raw: its capabilities as the tooz driver returns them.
+    :raises: InvalidCapabilities saying what is wrong.
+    """
+    if isinstance(raw, (bytes, str)):
+        if len(raw) > MAX_ENCODED_BYTES:
+            raise exception.InvalidCapabilities(_('larger than 64 KiB'))
+        try:
+            raw = json.loads(raw) if raw else None
+        except (ValueError, RecursionError) as exc:
+            raise exception.InvalidCapabilities(
+                _('not JSON: %s') % exc
+            ) from exc
+    if not isinstance(raw, dict):
+        raise exception.InvalidCapabilities(
+            _('missing, or not a mapping (an older or foreign member?)')
+        )
+    try:
+        size = len(json.dumps(raw))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise exception.InvalidCapabilities(
+            _('not plain data: %s') % exc
+        ) from exc
+    if size > MAX_ENCODED_BYTES:
+        raise exception.InvalidCapabilities(_('larger than 64 KiB'))
+    version = raw.get('format')
+    if version != FORMAT_VERSION:
+        raise exception.InvalidCapabilities(
+            _('format version %(got)r, this reader knows %(known)d')
+            % {'got': version, 'known': FORMAT_VERSION}
+        )
+    unknown = sorted(tags.quote(k) for k in set(raw) - _KEYS)
+    if unknown:
+        raise exception.InvalidCapabilities(
+            _('unknown key(s) %s') % ', '.join(unknown)
+        )
+    hardware_types = raw.get('hardware_types')
+    if hardware_types is not None:
+        if (
+            not isinstance(hardware_types, list)
+            or len(hardware_types) > MAX_HARDWARE_TYPES
+        ):
+            raise exception.InvalidCapabilities(
+                _('hardware_types must be a list of at most %d strings')
+                % MAX_HARDWARE_TYPES
+            )
+        hardware_types = [_string(h, 'hardware_types') for h in hardware_types]
+    try:
+        return profile.ConductorProfile(
+            name=name,
+            hard_affinity_tags=tags.parse_tags(
+                raw.get(profile.HARD_AFFINITY), profile.HARD_AFFINITY
+            ),
+            hard_anti_affinity_tags=tags.parse_tags(
+                raw.get(profile.HARD_ANTI_AFFINITY),
+                profile.HARD_ANTI_AFFINITY,
+            ),
+            soft_affinity_tags=_weighted(
+                raw.get(profile.SOFT_AFFINITY, {}), profile.SOFT_AFFINITY
+            ),
+            soft_anti_affinity_tags=_weighted(
+                raw.get(profile.SOFT_ANTI_AFFINITY, {}),
+                profile.SOFT_ANTI_AFFINITY,
+            ),
+            hardware_types=(
+                None if hardware_types is None else frozenset(hardware_types)
+            ),
+            conductor_group=_string(
+                raw.get('conductor_group', ''), 'conductor_group'
+            ).lower(),
+        )
+    except (exception.InvalidTag, exception.ConflictingTags) as exc:
+        raise exception.InvalidCapabilities(str(exc)) from exc

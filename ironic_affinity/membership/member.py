@@ -1,0 +1,231 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""A conductor's own membership: join, heartbeat, publish, rejoin, leave.
+
+One real thread (not a green thread) owns the tooz coordinator and does
+all of it, so the coordinator is never used from two threads at once and
+a slow backend read elsewhere cannot delay a heartbeat. Each beat also
+checks that this member is still in the group and joins again when it is
+not: after the backend restarted empty, after a ZooKeeper session or an
+etcd lease expired, or after this process was stalled for longer than
+the member timeout.
+"""
+
+import threading
+import time
+
+from oslo_log import log
+import tooz
+from tooz import coordination
+
+from ironic_affinity import profile
+from ironic_affinity.membership import backend
+from ironic_affinity.membership import capabilities
+
+LOG = log.getLogger(__name__)
+
+
+class Member:
+    """Keeps one conductor in the group, with its profile published."""
+
+    def __init__(
+        self,
+        url: str,
+        group: str,
+        conductor: profile.ConductorProfile,
+        heartbeat_interval: float,
+        timeout: int,
+    ) -> None:
+        self.url = url
+        self.group = group.encode('utf-8')
+        self.name = conductor.name
+        self.heartbeat_interval = heartbeat_interval
+        self.timeout = timeout
+        self._capabilities = capabilities.encode(conductor)
+        self._published: dict[str, object] | None = None
+        self._coordinator: coordination.CoordinationDriver | None = None
+        self._started = False
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._outage_since: float | None = None
+        self.joined = threading.Event()
+
+    def start(self) -> None:
+        """Start the heartbeat thread; it joins as soon as it can."""
+        self._thread = threading.Thread(
+            target=self._run, name='affinity-member', daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Leave the group and stop: other processes re-place our nodes
+        at once instead of after the member timeout."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def update(self, conductor: profile.ConductorProfile) -> None:
+        """Publish a new profile (tags reloaded on SIGHUP, say)."""
+        self._capabilities = capabilities.encode(conductor)
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._beat()
+                self._recovered()
+            except Exception as exc:  # noqa: BLE001 - keep beating
+                self._failed(exc)
+            self._wake.wait(self.heartbeat_interval)
+            self._wake.clear()
+        self._leave()
+
+    def _beat(self) -> None:
+        if self._coordinator is None:
+            self._coordinator = backend.coordinator(
+                self.url, self.name, self.timeout
+            )
+        if not self._started:
+            self._coordinator.start(start_heart=False)
+            self._started = True
+        # Beat before joining: a reader that sees a member without a beat
+        # takes it for dead (the Redis driver even deletes it).
+        self._coordinator.heartbeat()
+        members = self._members()
+        wanted = self._capabilities
+        if self.name not in members:
+            self._join(wanted)
+        elif self._published != wanted:
+            self._publish(wanted)
+            LOG.info(
+                'Published new affinity profile of conductor %(name)s',
+                {'name': self.name},
+            )
+        self._published = wanted
+        self.joined.set()
+
+    def _members(self) -> set[str]:
+        assert self._coordinator is not None
+        try:
+            found = self._coordinator.get_members(self.group).get()
+        except coordination.GroupNotCreated:
+            return set()
+        return {backend.decode_member_id(m) for m in found}
+
+    def _join(self, wanted: dict[str, object]) -> None:
+        assert self._coordinator is not None
+        try:
+            self._coordinator.create_group(self.group).get()
+        except coordination.GroupAlreadyExist:
+            pass
+        try:
+            self._coordinator.join_group(self.group, wanted).get()
+        except coordination.MemberAlreadyExist:
+            # Our name is taken by an entry we did not write: a previous
+            # run of this conductor that died less than the member timeout
+            # ago, or a second process started under the same name.
+            LOG.warning(
+                'Conductor %(name)s is already in group %(group)s: another '
+                'process with this name runs, or a previous one died less '
+                'than %(timeout)s s ago. Taking the entry over.',
+                {
+                    'name': self.name,
+                    'group': self.group.decode(),
+                    'timeout': self.timeout,
+                },
+            )
+            self._publish(wanted)
+        else:
+            LOG.info(
+                'Conductor %(name)s joined group %(group)s on %(url)s',
+                {
+                    'name': self.name,
+                    'group': self.group.decode(),
+                    'url': backend.redact(self.url),
+                },
+            )
+
+    def _publish(self, wanted: dict[str, object]) -> None:
+        assert self._coordinator is not None
+        try:
+            self._coordinator.update_capabilities(self.group, wanted).get()
+        except tooz.NotImplemented:
+            # The file driver cannot update in place: leave and join again,
+            # which readers see as one change since both happen between
+            # two of their reads or show as a brief absence.
+            self._coordinator.leave_group(self.group).get()
+            self._coordinator.join_group(self.group, wanted).get()
+
+    def _failed(self, exc: Exception) -> None:
+        self.joined.clear()
+        if (
+            self._outage_since is not None
+            and time.monotonic() - self._outage_since > self.timeout
+        ):
+            # A long outage: start from a fresh client rather than trust
+            # whatever state the old one was left in.
+            self._reset()
+        if self._outage_since is None:
+            self._outage_since = time.monotonic()
+            LOG.warning(
+                'Conductor %(name)s cannot reach the coordination backend '
+                '%(url)s: %(error)s. Retrying every %(interval)s s.',
+                {
+                    'name': self.name,
+                    'url': backend.redact(self.url),
+                    'error': backend.scrub(str(exc), self.url),
+                    'interval': self.heartbeat_interval,
+                },
+            )
+
+    def _recovered(self) -> None:
+        if self._outage_since is not None:
+            LOG.info(
+                'Conductor %(name)s reached the coordination backend again '
+                'after %(seconds).1f s',
+                {
+                    'name': self.name,
+                    'seconds': time.monotonic() - self._outage_since,
+                },
+            )
+            self._outage_since = None
+
+    def _reset(self) -> None:
+        if self._coordinator is not None and self._started:
+            try:
+                self._coordinator.stop()
+            except Exception:  # noqa: BLE001, S110 - discarding it anyway
+                pass
+        self._coordinator = None
+        self._started = False
+
+    def _leave(self) -> None:
+        if self._coordinator is None or not self._started:
+            return
+        try:
+            self._coordinator.leave_group(self.group).get()
+            LOG.info('Conductor %(name)s left the group', {'name': self.name})
+        except Exception as exc:  # noqa: BLE001 - best effort on stop
+            LOG.warning(
+                'Conductor %(name)s could not leave the group cleanly '
+                '(%(error)s); it will expire in %(timeout)s s',
+                {
+                    'name': self.name,
+                    'error': backend.scrub(str(exc), self.url),
+                    'timeout': self.timeout,
+                },
+            )
+        self._reset()
+        self.joined.clear()

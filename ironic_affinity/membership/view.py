@@ -1,0 +1,278 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The live member view every placing process holds.
+
+A background thread (a real one) reads the group and every member's
+capabilities in one call every watch interval, and publishes an immutable
+:class:`Snapshot`. The snapshot's version changes exactly when the set
+of members or a member's profile changes, so placement caches keyed by it
+are dropped then and only then.
+
+Reading the group and finding it unreadable is not the same as finding
+it empty: on an outage the last view is kept (and marked stale, with its
+age), and when the backend comes back, or the group reappears empty after
+a backend restart, members of the last view are kept for one member
+timeout so that live conductors can rejoin before any node is re-placed.
+"""
+
+from collections.abc import Callable
+from collections.abc import Mapping
+import dataclasses
+import os
+import socket
+import threading
+import time
+import types
+import uuid
+
+from oslo_log import log
+from tooz import coordination
+
+from ironic_affinity import exception
+from ironic_affinity import profile
+from ironic_affinity.membership import backend
+from ironic_affinity.membership import capabilities
+
+LOG = log.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Snapshot:
+    """The members seen at one moment. Never mutated once published."""
+
+    version: int
+    members: Mapping[str, profile.ConductorProfile]
+    # Members left out of placement, with the reason.
+    rejected: Mapping[str, str]
+    # time.monotonic() of the last successful read; None before any.
+    read_at: float | None
+    # Why the last read failed; None when it succeeded.
+    error: str | None = None
+    # Members kept from before an outage that have not rejoined yet.
+    held: frozenset[str] = frozenset()
+
+    @property
+    def stale(self) -> bool:
+        return self.error is not None
+
+    def age(self) -> float | None:
+        """Seconds since the view was last read successfully."""
+        if self.read_at is None:
+            return None
+        return time.monotonic() - self.read_at
+
+
+EMPTY = Snapshot(
+    0, types.MappingProxyType({}), types.MappingProxyType({}), None
+)
+
+
+def _observer_id() -> str:
+    # Readers never join, but tooz wants every client to have an id.
+    return 'observer-%s-%d-%s' % (
+        socket.gethostname(),
+        os.getpid(),
+        uuid.uuid4().hex[:8],
+    )
+
+
+class MemberView:
+    """Watches the group; :meth:`snapshot` is cheap and thread-safe."""
+
+    def __init__(
+        self,
+        url: str,
+        group: str,
+        watch_interval: float,
+        timeout: int,
+    ) -> None:
+        self.url = url
+        self.group = group.encode('utf-8')
+        self.watch_interval = watch_interval
+        self.timeout = timeout
+        self._snapshot = EMPTY
+        self._coordinator: coordination.CoordinationDriver | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._outage_since: float | None = None
+        # Members of the last good view kept through a backend reset, and
+        # until when.
+        self._hold: dict[str, profile.ConductorProfile] = {}
+        self._hold_until = 0.0
+        self._warned: dict[str, str] = {}
+        self._group_missing = False
+        self._changed = threading.Condition()
+
+    def snapshot(self) -> Snapshot:
+        """The latest view. Atomic: one attribute read."""
+        return self._snapshot
+
+    def start(self) -> None:
+        """Read once now, then keep reading from a background thread."""
+        self.refresh()
+        self._thread = threading.Thread(
+            target=self._run, name='affinity-view', daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self._discard_coordinator()
+
+    def wait_for(
+        self, predicate: Callable[[Snapshot], bool], timeout: float
+    ) -> Snapshot | None:
+        """Wait until ``predicate(snapshot)`` holds; for tests and tools."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                snap = self._snapshot
+                if predicate(snap):
+                    return snap
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._changed.wait(left)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.watch_interval):
+            self.refresh()
+
+    def refresh(self) -> Snapshot:
+        """Read the group once and publish the result."""
+        try:
+            raw, vanished = self._read()
+        except Exception as exc:  # noqa: BLE001 - any failure is an outage
+            return self._publish_failure(exc)
+        return self._publish(raw, vanished)
+
+    def _read(self) -> tuple[dict[str, object], bool]:
+        if self._coordinator is None:
+            self._coordinator = backend.coordinator(
+                self.url, _observer_id(), self.timeout
+            )
+            try:
+                self._coordinator.start(start_heart=False)
+            except Exception:
+                self._coordinator = None
+                raise
+        try:
+            found = self._coordinator.get_members_with_capabilities(
+                self.group
+            ).get()
+        except coordination.GroupNotCreated:
+            return {}, True
+        return {
+            backend.decode_member_id(m): c for m, c in found.items()
+        }, False
+
+    def _decode(
+        self, raw: dict[str, object]
+    ) -> tuple[dict[str, profile.ConductorProfile], dict[str, str]]:
+        members = {}
+        rejected = {}
+        for name, caps in raw.items():
+            try:
+                members[name] = capabilities.decode(name, caps)
+            except exception.InvalidCapabilities as exc:
+                rejected[name] = str(exc)
+                if self._warned.get(name) != str(exc):
+                    LOG.warning(
+                        'Conductor %(name)s is left out of placement: its '
+                        'published affinity profile is unusable: %(error)s',
+                        {'name': name, 'error': exc},
+                    )
+        self._warned = rejected.copy()
+        return members, rejected
+
+    def _publish(self, raw: dict[str, object], vanished: bool) -> Snapshot:
+        now = time.monotonic()
+        members, rejected = self._decode(raw)
+        previous = self._snapshot
+        if self._outage_since is not None or (vanished and previous.members):
+            # Back from an outage, or the group vanished under us (the
+            # backend restarted empty): live conductors rejoin within a
+            # heartbeat or two, so do not re-place their nodes meanwhile.
+            if self._outage_since is not None:
+                LOG.info(
+                    'Coordination backend %(url)s readable again after '
+                    '%(seconds).1f s',
+                    {
+                        'url': backend.redact(self.url),
+                        'seconds': now - self._outage_since,
+                    },
+                )
+            self._outage_since = None
+            self._hold = {**previous.members, **self._hold}
+            self._hold_until = now + self.timeout
+        held = set()
+        if self._hold and now < self._hold_until:
+            for name, kept in self._hold.items():
+                if name not in members and name not in rejected:
+                    members[name] = kept
+                    held.add(name)
+        else:
+            self._hold = {}
+        frozen = types.MappingProxyType(members)
+        changed = (
+            dict(previous.members) != members
+            or dict(previous.rejected) != rejected
+        )
+        snapshot = Snapshot(
+            version=previous.version + 1 if changed else previous.version,
+            members=frozen,
+            rejected=types.MappingProxyType(rejected),
+            read_at=now,
+            held=frozenset(held),
+        )
+        self._set(snapshot)
+        return snapshot
+
+    def _publish_failure(self, exc: Exception) -> Snapshot:
+        previous = self._snapshot
+        if self._outage_since is None:
+            self._outage_since = time.monotonic()
+            LOG.warning(
+                'Cannot read group %(group)s on coordination backend '
+                '%(url)s: %(error)s. Keeping the last view of %(count)d '
+                'conductor(s) until it can be read again.',
+                {
+                    'group': self.group.decode(),
+                    'url': backend.redact(self.url),
+                    'error': backend.scrub(str(exc), self.url),
+                    'count': len(previous.members),
+                },
+            )
+        elif time.monotonic() - self._outage_since > self.timeout:
+            # Start again from a fresh client after a long outage.
+            self._discard_coordinator()
+        snapshot = dataclasses.replace(
+            previous, error=backend.scrub(str(exc) or repr(exc), self.url)
+        )
+        self._set(snapshot)
+        return snapshot
+
+    def _set(self, snapshot: Snapshot) -> None:
+        with self._changed:
+            self._snapshot = snapshot
+            self._changed.notify_all()
+
+    def _discard_coordinator(self) -> None:
+        if self._coordinator is not None:
+            try:
+                self._coordinator.stop()
+            except Exception:  # noqa: BLE001, S110 - discarding it anyway
+                pass
+        self._coordinator = None
