@@ -22,6 +22,8 @@ from typing import Any
 
 from ironic_affinity import engine
 from ironic_affinity import profile
+from ironic_affinity import tags
+from ironic_affinity.membership import view
 
 
 def plan(
@@ -188,3 +190,81 @@ def render_explain(report: dict[str, Any]) -> str:
             'Fallback order: %s' % (' > '.join(report['fallback']) or 'none'),
         ]
     )
+
+
+def members(snapshot: view.Snapshot, url: str, group: str) -> dict[str, Any]:
+    """The live members of the group as one JSON-ready dict."""
+    age = snapshot.age()
+    return {
+        'backend': url,
+        'group': group,
+        'readable': not snapshot.stale,
+        'error': snapshot.error,
+        'age_seconds': None if age is None else round(age, 3),
+        'members': [
+            {
+                'name': name,
+                'conductor_group': c.conductor_group,
+                'hardware_types': (
+                    None
+                    if c.hardware_types is None
+                    else sorted(c.hardware_types)
+                ),
+                profile.HARD_AFFINITY: sorted(c.hard_affinity_tags),
+                profile.HARD_ANTI_AFFINITY: sorted(c.hard_anti_affinity_tags),
+                profile.SOFT_AFFINITY: tags.format_weighted(
+                    dict(c.soft_affinity_tags)
+                ),
+                profile.SOFT_ANTI_AFFINITY: tags.format_weighted(
+                    dict(c.soft_anti_affinity_tags)
+                ),
+                'held_through_outage': name in snapshot.held,
+            }
+            for name, c in sorted(snapshot.members.items())
+        ],
+        'rejected': dict(sorted(snapshot.rejected.items())),
+    }
+
+
+def render_members(report: dict[str, Any]) -> str:
+    """The members as a table people read."""
+    age = report['age_seconds']
+    parts = [
+        'Group %s on %s, read %s'
+        % (
+            report['group'],
+            report['backend'],
+            'never' if age is None else '%.1f s ago' % age,
+        )
+    ]
+    if report['error']:
+        parts.append('Backend unreadable: %s' % report['error'])
+    parts.append(
+        _table(
+            (
+                'CONDUCTOR',
+                'GROUP',
+                'HARDWARE TYPES',
+                'HARD',
+                'HARD ANTI',
+                'SOFT',
+                'SOFT ANTI',
+            ),
+            [
+                (
+                    m['name']
+                    + (' (held)' if m['held_through_outage'] else ''),
+                    m['conductor_group'] or None,
+                    ', '.join(m['hardware_types'] or ['(all)']),
+                    ', '.join(m[profile.HARD_AFFINITY]) or None,
+                    ', '.join(m[profile.HARD_ANTI_AFFINITY]) or None,
+                    m[profile.SOFT_AFFINITY] or None,
+                    m[profile.SOFT_ANTI_AFFINITY] or None,
+                )
+                for m in report['members']
+            ],
+        )
+    )
+    for name, reason in report['rejected'].items():
+        parts.append('Left out of placement: %s: %s' % (name, reason))
+    return '\n'.join(parts)

@@ -12,21 +12,28 @@
 
 """The ``ironic-affinity`` operator command.
 
-Sub-commands are oslo.config sub-command options, as in ironic-dbsync, so
-that later ones can read ironic.conf through the usual --config-file.
+Sub-commands are oslo.config sub-command options, as in ironic-dbsync;
+those that talk to live services read ironic.conf (the usual
+--config-file, /etc/ironic/ironic.conf by default).
 """
 
+import dataclasses
 import json
+import os
 import sys
+import threading
 from typing import Any
 
 from oslo_config import cfg
 from oslo_log import log
 
+from ironic_affinity import conf as affinity_conf
 from ironic_affinity import exception
 from ironic_affinity import report
 from ironic_affinity import scenario
 from ironic_affinity._i18n import _
+from ironic_affinity.membership import backend
+from ironic_affinity.membership import service
 
 LOG = log.getLogger(__name__)
 
@@ -77,6 +84,28 @@ def _add_parsers(subparsers: Any) -> None:
     )
     explain.set_defaults(handler=_explain)
 
+    members = subparsers.add_parser(
+        'members',
+        help=_(
+            'List the live conductors of the membership group, as read '
+            'from the backend configured in [affinity] of ironic.conf.'
+        ),
+    )
+    members.add_argument(
+        '-f',
+        '--format',
+        choices=('table', 'json'),
+        default='table',
+        help=_('Output format (default: table).'),
+    )
+    members.add_argument(
+        '--timeout',
+        type=float,
+        default=10.0,
+        help=_('Seconds to wait for the backend (default: 10).'),
+    )
+    members.set_defaults(handler=_members)
+
 
 COMMAND_OPT = cfg.SubCommandOpt(
     'command',
@@ -117,14 +146,14 @@ def _emit(data: dict[str, Any], text: str, fmt: str) -> None:
         print(text)
 
 
-def _plan(args: Any) -> int:
+def _plan(conf: cfg.ConfigOpts, args: Any) -> int:
     loaded = _load(args)
     result = report.plan(loaded.conductors, loaded.nodes, set(args.down))
     _emit(result, report.render_plan(result, args.down), args.format)
     return 0
 
 
-def _explain(args: Any) -> int:
+def _explain(conf: cfg.ConfigOpts, args: Any) -> int:
     loaded = _load(args)
     node = loaded.node(args.node)
     result = report.explain(loaded.conductors, node, set(args.down))
@@ -132,24 +161,56 @@ def _explain(args: Any) -> int:
     return 0
 
 
+def _members(conf: cfg.ConfigOpts, args: Any) -> int:
+    member_view = service.member_view(conf)
+    # Some tooz drivers retry a refused connection for a minute: give the
+    # read a deadline and report an unreadable backend instead of hanging.
+    # A daemon thread, so that a read still hanging does not hold the
+    # command at exit.
+    reader = threading.Thread(target=member_view.refresh, daemon=True)
+    reader.start()
+    reader.join(args.timeout)
+    snapshot = member_view.snapshot()
+    if reader.is_alive():
+        snapshot = dataclasses.replace(
+            snapshot, error=_('no answer within %s s') % args.timeout
+        )
+    url = backend.redact(backend.backend_url(conf))
+    result = report.members(snapshot, url, conf.affinity.group_name)
+    _emit(result, report.render_members(result), args.format)
+    # An unreadable backend shows in the status too, for monitoring.
+    return EXIT_BAD_INPUT if snapshot.stale else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     conf = cfg.ConfigOpts()
     log.register_options(conf)
     # Logs and warnings go to stderr: stdout carries the result only.
     conf.set_default('use_stderr', True)
+    affinity_conf.register_opts(conf)
+    # Ironic's own option, read for the default file:// backend location.
+    conf.register_opt(
+        cfg.StrOpt('state_path', default=backend.DEFAULT_STATE_PATH)
+    )
     conf.register_cli_opt(COMMAND_OPT)
+    # Like Ironic's own commands, read /etc/ironic/ironic.conf unless
+    # --config-file says otherwise.
     conf(
         sys.argv[1:] if argv is None else argv,
         project='ironic',
         prog='ironic-affinity',
-        default_config_files=[],
     )
     log.setup(conf, 'ironic-affinity')
     try:
-        return int(conf.command.handler(conf.command))
+        return int(conf.command.handler(conf, conf.command))
     except exception.AffinityError as exc:
         print('ironic-affinity: error: %s' % exc, file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        # Output piped into "head" and the like: not an error of ours.
+        # Point stdout at nothing so the interpreter's final flush is quiet.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == '__main__':
