@@ -191,7 +191,10 @@ class PlacementEngine:
         for members in self._by_signature.values():
             verdict = _judge(members[0], constraints)
             verdicts.extend(
-                dataclasses.replace(verdict, conductor=m.name) for m in members
+                Verdict(
+                    m.name, verdict.excluded, verdict.score, verdict.breakdown
+                )
+                for m in members
             )
         verdicts.sort(key=lambda v: v.conductor)
         scores = [v.score for v in verdicts if v.excluded is None]
