@@ -23,8 +23,8 @@ doc/source/contributor/placement-algorithm.rst, with the figures.
 Weights are computed for all tied conductors in one numpy operation: over
 1,000 tied conductors a Python loop costs about 470 us a node, numpy 13 us
 one node at a time and under 3 us in batches (tools/benchmark_placement.py,
-2 cores). Hashes are BLAKE2b, never Python's ``hash()``, so every process on every host
-computes the same placement.
+2 cores). Hashes are BLAKE2b, never Python's ``hash()``, so every process
+on every host computes the same placement.
 """
 
 from collections.abc import Iterable
