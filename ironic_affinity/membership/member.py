@@ -119,7 +119,9 @@ class Member:
     def _members(self) -> set[str]:
         assert self._coordinator is not None
         try:
-            found = self._coordinator.get_members(self.group).get()
+            found = self._coordinator.get_members(self.group).get(
+                timeout=self.timeout
+            )
         except coordination.GroupNotCreated:
             return set()
         return {backend.decode_member_id(m) for m in found}
@@ -127,11 +129,15 @@ class Member:
     def _join(self, wanted: dict[str, object]) -> None:
         assert self._coordinator is not None
         try:
-            self._coordinator.create_group(self.group).get()
+            self._coordinator.create_group(self.group).get(
+                timeout=self.timeout
+            )
         except coordination.GroupAlreadyExist:
             pass
         try:
-            self._coordinator.join_group(self.group, wanted).get()
+            self._coordinator.join_group(self.group, wanted).get(
+                timeout=self.timeout
+            )
         except coordination.MemberAlreadyExist:
             # Our name is taken by an entry we did not write: a previous
             # run of this conductor that died less than the member timeout
@@ -160,13 +166,17 @@ class Member:
     def _publish(self, wanted: dict[str, object]) -> None:
         assert self._coordinator is not None
         try:
-            self._coordinator.update_capabilities(self.group, wanted).get()
+            self._coordinator.update_capabilities(self.group, wanted).get(
+                timeout=self.timeout
+            )
         except tooz.NotImplemented:
             # The file driver cannot update in place: leave and join again,
             # which readers see as one change since both happen between
             # two of their reads or show as a brief absence.
-            self._coordinator.leave_group(self.group).get()
-            self._coordinator.join_group(self.group, wanted).get()
+            self._coordinator.leave_group(self.group).get(timeout=self.timeout)
+            self._coordinator.join_group(self.group, wanted).get(
+                timeout=self.timeout
+            )
 
     def _failed(self, exc: Exception) -> None:
         self.joined.clear()
@@ -215,7 +225,7 @@ class Member:
         if self._coordinator is None or not self._started:
             return
         try:
-            self._coordinator.leave_group(self.group).get()
+            self._coordinator.leave_group(self.group).get(timeout=self.timeout)
             LOG.info('Conductor %(name)s left the group', {'name': self.name})
         except Exception as exc:  # noqa: BLE001 - best effort on stop
             LOG.warning(

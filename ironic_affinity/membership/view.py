@@ -168,10 +168,12 @@ class MemberView:
             except Exception:
                 self._coordinator = None
                 raise
+        # Bounded: a driver may otherwise wait as long as its server is
+        # away (kazoo does), and an outage would never show as one.
         try:
             found = self._coordinator.get_members_with_capabilities(
                 self.group
-            ).get()
+            ).get(timeout=self.timeout)
         except coordination.GroupNotCreated:
             return {}, True
         return {

@@ -1,0 +1,317 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Membership against real coordination servers, one class per driver.
+
+Members are separate processes (member_process.py) running with the
+plugin's default timers; the view is held by the test process, i.e. a
+second process, as an API service would hold it.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import fixtures
+from oslo_config import cfg
+from tooz import coordination
+
+from ironic_affinity import conf as affinity_conf
+from ironic_affinity import profile
+from ironic_affinity.membership import backend
+from ironic_affinity.membership import service
+from ironic_affinity.tests import base
+from ironic_affinity.tests.functional import servers
+
+# The defaults of [affinity]: tests run with what operators get.
+TIMEOUT = 5
+WATCH = 1.0
+# A dead member must leave the view within its timeout plus a watch
+# interval, a heartbeat interval and scheduling slack.
+DROP_BOUND = TIMEOUT + WATCH + 1.0 + 2.0
+
+TAGS = {
+    'hard_affinity_tags': 'dc1',
+    'hard_anti_affinity_tags': 'customer9',
+    'soft_affinity_tags': 'rack10:3, network1',
+    'soft_anti_affinity_tags': 'rack20',
+}
+
+
+class MembershipMixin:
+    server_class: type[servers.Server]
+
+    def setUp(self):
+        super().setUp()
+        self.server = self.useFixture(self.server_class())
+        self.group = 'test-%s' % uuid.uuid4().hex[:8]
+        self.conf_dir = self.useFixture(fixtures.TempDir()).path
+        self.processes = {}
+        self.view = self._view()
+
+    def _view(self):
+        conf = cfg.ConfigOpts()
+        affinity_conf.register_opts(conf)
+        conf([], default_config_files=[])
+        conf.set_override('backend_url', self.server.url, group='affinity')
+        conf.set_override('group_name', self.group, group='affinity')
+        member_view = service.member_view(conf)
+        member_view.start()
+        self.addCleanup(member_view.stop)
+        return member_view
+
+    def _write_conf(self, name, tags):
+        path = os.path.join(self.conf_dir, '%s.conf' % name)
+        lines = [
+            '[affinity]',
+            'backend_url = %s' % self.server.url,
+            'group_name = %s' % self.group,
+        ]
+        lines += ['%s = %s' % item for item in sorted(tags.items())]
+        with open(path, 'w') as handle:
+            handle.write('\n'.join(lines) + '\n')
+        return path
+
+    def start_member(self, name, tags=None, extra=()):
+        path = self._write_conf(name, TAGS if tags is None else tags)
+        log = open(os.path.join(self.conf_dir, '%s.log' % name), 'ab')
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                '-m',
+                'ironic_affinity.tests.functional.member_process',
+                '--config-file',
+                path,
+                '--name',
+                name,
+                *extra,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=log,
+        )
+        log.close()
+        self.addCleanup(self._reap, process)
+        line = _readline(process, 60)
+        self.assertEqual(
+            'joined', line.strip(), 'member %s never joined' % name
+        )
+        self.processes[name] = process
+        return process
+
+    def _reap(self, process):
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)
+        process.stdout.close()
+
+    def wait_view(self, predicate, timeout=30.0):
+        snapshot = self.view.wait_for(predicate, timeout)
+        self.assertIsNotNone(
+            snapshot, 'view never matched; last: %r' % (self.view.snapshot(),)
+        )
+        return snapshot
+
+    def test_join_with_capabilities(self):
+        self.start_member(
+            'host-a:8091',
+            extra=[
+                '--hardware-types',
+                'ipmi,redfish',
+                '--conductor-group',
+                'Rack-A',
+            ],
+        )
+        snapshot = self.wait_view(lambda s: 'host-a:8091' in s.members)
+        self.assertEqual(
+            profile.ConductorProfile.build(
+                'host-a:8091',
+                hardware_types=['ipmi', 'redfish'],
+                conductor_group='rack-a',
+                **TAGS,
+            ),
+            snapshot.members['host-a:8091'],
+        )
+        self.assertFalse(snapshot.stale)
+        self.assertLess(snapshot.age(), 5)
+
+    def test_clean_leave(self):
+        process = self.start_member('a')
+        self.start_member('b')
+        self.wait_view(lambda s: {'a', 'b'} <= set(s.members))
+        start = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        process.wait(30)
+        self.wait_view(lambda s: set(s.members) == {'b'})
+        # Leaving is immediate: no waiting for the member timeout.
+        self.assertLess(time.monotonic() - start, TIMEOUT)
+
+    def test_sigkill_drops_member(self):
+        process = self.start_member('a')
+        self.start_member('b')
+        before = self.wait_view(lambda s: {'a', 'b'} <= set(s.members))
+        start = time.monotonic()
+        process.kill()
+        after = self.wait_view(lambda s: set(s.members) == {'b'}, 60)
+        self.assertLess(time.monotonic() - start, DROP_BOUND)
+        self.assertGreater(after.version, before.version)
+
+    def test_tag_change_without_restart(self):
+        process = self.start_member('a')
+        self.start_member('b')
+        before = self.wait_view(lambda s: {'a', 'b'} <= set(s.members))
+        changed = dict(TAGS, soft_affinity_tags='rack11:7')
+        self._write_conf('a', changed)
+        process.send_signal(signal.SIGHUP)
+        after = self.wait_view(
+            lambda s: (
+                'a' in s.members
+                and dict(s.members['a'].soft_affinity_tags) == {'rack11': 7}
+            )
+        )
+        self.assertEqual(before.members['b'], after.members['b'])
+        self.assertEqual(process.poll(), None)
+        self.assertEqual({'a', 'b'}, set(after.members))
+
+    def test_bad_tags_on_reload_keep_last_profile(self):
+        process = self.start_member('a')
+        self.wait_view(lambda s: 'a' in s.members)
+        self._write_conf('a', dict(TAGS, soft_affinity_tags='bad!tag'))
+        process.send_signal(signal.SIGHUP)
+        # A later good change is still taken, so the bad one was refused
+        # rather than the member stuck.
+        time.sleep(2 * WATCH)
+        self.assertEqual(
+            {'rack10': 3, 'network1': 1},
+            dict(self.view.snapshot().members['a'].soft_affinity_tags),
+        )
+        self._write_conf('a', dict(TAGS, soft_affinity_tags='rack12'))
+        process.send_signal(signal.SIGHUP)
+        self.wait_view(
+            lambda s: dict(s.members['a'].soft_affinity_tags) == {'rack12': 1}
+        )
+
+    def test_version_changes_only_on_change(self):
+        self.start_member('a')
+        first = self.wait_view(lambda s: 'a' in s.members)
+        time.sleep(3 * WATCH)
+        self.assertEqual(first.version, self.view.snapshot().version)
+
+    def test_restart_under_same_name_leaves_no_ghost(self):
+        process = self.start_member('a')
+        self.start_member('b')
+        self.wait_view(lambda s: {'a', 'b'} <= set(s.members))
+        process.kill()
+        process.wait(10)
+        self.start_member('a', dict(TAGS, soft_affinity_tags='rack99'))
+        self.wait_view(
+            lambda s: (
+                'a' in s.members
+                and dict(s.members['a'].soft_affinity_tags) == {'rack99': 1}
+            ),
+            60,
+        )
+        # Past the old entry's expiry, exactly the live members remain,
+        # the restarted one with its new profile.
+        time.sleep(TIMEOUT + 2 * WATCH)
+        snapshot = self.wait_view(
+            lambda s: (
+                set(s.members) == {'a', 'b'}
+                and dict(s.members['a'].soft_affinity_tags) == {'rack99': 1}
+            )
+        )
+        self.assertEqual({}, dict(snapshot.rejected))
+
+    def test_untrusted_capabilities_left_out(self):
+        self.start_member('good')
+        rogue = backend.coordinator(self.server.url, 'rogue', TIMEOUT)
+        rogue.start(start_heart=False)
+        self.addCleanup(rogue.stop)
+        rogue.heartbeat()
+        try:
+            rogue.create_group(self.group.encode()).get()
+        except coordination.GroupAlreadyExist:
+            pass
+        rogue.join_group(
+            self.group.encode(), {'format': 1, 'soft_affinity_tags': 'x'}
+        ).get()
+        snapshot = self.wait_view(lambda s: 'rogue' in s.rejected)
+        self.assertIn('soft_affinity_tags', snapshot.rejected['rogue'])
+        self.assertEqual({'good'}, set(snapshot.members))
+
+
+class OutageMixin:
+    """Stopping and restarting the server while members keep running."""
+
+    def test_backend_restart(self):
+        self.start_member('a')
+        self.start_member('b')
+        self.wait_view(lambda s: {'a', 'b'} <= set(s.members))
+        samples = []
+        done = threading.Event()
+
+        def sample():
+            while not done.is_set():
+                samples.append(self.view.snapshot())
+                time.sleep(0.1)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        self.server.stop()
+        stale = self.wait_view(lambda s: s.stale, 120)
+        self.assertEqual({'a', 'b'}, set(stale.members))
+        time.sleep(3)
+        self.server.start()
+        self.wait_view(lambda s: not s.stale, 120)
+        # The members really rejoined: a fresh view, with nothing held
+        # over, sees them.
+        fresh = self._view()
+        fresh.wait_for(lambda s: {'a', 'b'} <= set(s.members), 60)
+        self.assertEqual({'a', 'b'}, set(fresh.snapshot().members))
+        time.sleep(TIMEOUT + 2 * WATCH)
+        done.set()
+        sampler.join(5)
+        # Never, during the outage or the recovery, did a member vanish.
+        for snapshot in samples + [self.view.snapshot()]:
+            self.assertEqual({'a', 'b'}, set(snapshot.members), snapshot)
+        for name in ('a', 'b'):
+            self.assertIsNone(self.processes[name].poll())
+
+
+def _readline(process, timeout):
+    result = []
+    reader = threading.Thread(
+        target=lambda: result.append(process.stdout.readline().decode()),
+        daemon=True,
+    )
+    reader.start()
+    reader.join(timeout)
+    return result[0] if result else ''
+
+
+class FileMembershipTestCase(MembershipMixin, base.TestCase):
+    server_class = servers.FileBackend
+
+
+class RedisMembershipTestCase(MembershipMixin, OutageMixin, base.TestCase):
+    server_class = servers.RedisServer
+
+
+class EtcdMembershipTestCase(MembershipMixin, OutageMixin, base.TestCase):
+    server_class = servers.EtcdServer
+
+
+class ZooKeeperMembershipTestCase(MembershipMixin, OutageMixin, base.TestCase):
+    server_class = servers.ZooKeeperServer

@@ -1,0 +1,59 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+from oslo_config import cfg
+
+from ironic_affinity.membership import backend
+from ironic_affinity.tests import base
+
+
+class BackendURLTestCase(base.TestCase):
+    def test_default_is_file_under_state_path(self):
+        self.assertEqual(
+            'file:///var/lib/ironic/affinity-membership',
+            backend.backend_url(self.conf),
+        )
+        self.conf.register_opt(cfg.StrOpt('state_path'))
+        self.config(group=None, state_path='/srv/ironic')
+        self.assertEqual(
+            'file:///srv/ironic/affinity-membership',
+            backend.backend_url(self.conf),
+        )
+
+    def test_configured(self):
+        self.config(backend_url='redis://h:6379')
+        self.assertEqual('redis://h:6379', backend.backend_url(self.conf))
+
+    def test_redact(self):
+        self.assertEqual(
+            'redis://:***@h:6379?db=1&password=***',
+            backend.redact('redis://:s3cret@h:6379?db=1&password=other'),
+        )
+        self.assertEqual(
+            'etcd3+http://user:***@h:2379',
+            backend.redact('etcd3+http://user:pw@h:2379'),
+        )
+        for plain in ('zookeeper://h:2181', 'file:///var/lib/x'):
+            self.assertEqual(plain, backend.redact(plain))
+
+    def test_scrub(self):
+        url = 'redis://:s3cret@h:6379?sentinel_password=other'
+        self.assertEqual(
+            'auth *** failed, ***',
+            backend.scrub('auth s3cret failed, other', url),
+        )
+
+    def test_timeout_passed_unless_in_url(self):
+        coordinator = backend.coordinator('file:///tmp/x', 'm', 7)
+        self.assertEqual(7, coordinator._timeout)
+        coordinator = backend.coordinator('file:///tmp/x?timeout=3', 'm', 7)
+        self.assertEqual(3, coordinator._timeout)

@@ -1,0 +1,107 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import json
+
+from ironic_affinity import exception
+from ironic_affinity import profile
+from ironic_affinity.membership import capabilities
+from ironic_affinity.tests import base
+
+
+def _conductor():
+    return profile.ConductorProfile.build(
+        'host:8091',
+        hard_affinity_tags='dc1',
+        hard_anti_affinity_tags='net3',
+        soft_affinity_tags='rack1:4 net1',
+        soft_anti_affinity_tags='rack2',
+        hardware_types=['ipmi'],
+        conductor_group='G1',
+    )
+
+
+class CapabilitiesTestCase(base.TestCase):
+    def test_round_trip(self):
+        conductor = _conductor()
+        encoded = capabilities.encode(conductor)
+        self.assertEqual(1, encoded['format'])
+        self.assertEqual(
+            {'net1': 1, 'rack1': 4}, encoded['soft_affinity_tags']
+        )
+        # Through JSON as a driver would carry it, and as bytes.
+        raw = json.dumps(encoded)
+        self.assertEqual(
+            conductor, capabilities.decode('host:8091', json.loads(raw))
+        )
+        self.assertEqual(
+            conductor, capabilities.decode('host:8091', raw.encode())
+        )
+
+    def test_all_hardware_types(self):
+        conductor = profile.ConductorProfile.build('c')
+        self.assertIsNone(capabilities.encode(conductor)['hardware_types'])
+        self.assertEqual(
+            conductor,
+            capabilities.decode('c', capabilities.encode(conductor)),
+        )
+
+    def _refused(self, raw, *parts):
+        exc = self.assertRaises(
+            exception.InvalidCapabilities, capabilities.decode, 'c', raw
+        )
+        for part in parts:
+            self.assertIn(part, str(exc))
+
+    def test_refused(self):
+        good = capabilities.encode(_conductor())
+        self._refused(None, 'missing')
+        self._refused(b'', 'missing')
+        self._refused(b'{', 'not JSON')
+        self._refused([1], 'mapping')
+        self._refused(dict(good, format=2), 'format version 2')
+        self._refused(
+            {k: v for k, v in good.items() if k != 'format'},
+            'format version None',
+        )
+        self._refused(dict(good, extra=1), "'extra'")
+        self._refused(dict(good, soft_affinity_tags=['a']), 'mapping')
+        self._refused(
+            dict(good, soft_affinity_tags={'a': True}), 'not an integer'
+        )
+        self._refused(dict(good, soft_affinity_tags={'a': 0}), 'weight')
+        self._refused(dict(good, hard_affinity_tags=['b@d']), "'b@d'")
+        self._refused(
+            dict(
+                good, hard_affinity_tags=['x'], hard_anti_affinity_tags=['X']
+            ),
+            'never accept',
+        )
+        self._refused(dict(good, hardware_types='ipmi'), 'hardware_types')
+        self._refused(dict(good, hardware_types=[1]), 'hardware_types')
+        self._refused(dict(good, conductor_group=['g']), 'conductor_group')
+        self._refused(
+            dict(good, hard_affinity_tags=['t%d' % i for i in range(129)]),
+            'at most 128',
+        )
+
+    def test_size_bounded(self):
+        good = capabilities.encode(_conductor())
+        huge = dict(
+            good, conductor_group='x' * 200, hardware_types=['y' * 255] * 256
+        )
+        self._refused(huge, '64 KiB')
+        self._refused(b' ' * (capabilities.MAX_ENCODED_BYTES + 1), '64 KiB')
+
+    def test_deep_nesting(self):
+        deep = b'[' * 30000 + b']' * 30000
+        self._refused(deep, 'not JSON')
