@@ -184,15 +184,57 @@ MEMBERSHIP_OPTS = [
 ]
 
 
+IRONIC_OPTS = [
+    cfg.StrOpt(
+        'hash_ring_manager',
+        default='affinity',
+        help=_(
+            'Which hash-ring manager Ironic uses when started through '
+            'ironic-affinity (its launchers or API middleware): "affinity" '
+            'places nodes by affinity tags; "stock" keeps Ironic\'s own '
+            'hash ring, to roll back without uninstalling. Set the same '
+            'value on every conductor and API service. A name of the '
+            'ironic_affinity.hash_ring_managers entry point namespace.'
+        ),
+    ),
+    cfg.StrOpt(
+        'node_tags_key',
+        default='affinity_tags',
+        help=_(
+            'Key of the node "extra" field that holds a node\'s affinity '
+            'tags, as a list or a comma/space separated string.'
+        ),
+    ),
+    cfg.FloatOpt(
+        'node_tags_interval',
+        default=2.0,
+        min=0.1,
+        help=_(
+            'Seconds between two reads of the nodes changed since the last '
+            'read, by every process that places nodes.'
+        ),
+    ),
+    cfg.FloatOpt(
+        'node_tags_rescan_interval',
+        default=60.0,
+        min=1.0,
+        help=_(
+            'Seconds between two listings of every node uuid, which is how '
+            'deleted nodes are forgotten.'
+        ),
+    ),
+]
+
+
 def register_opts(conf: cfg.ConfigOpts) -> None:
     """Register the [affinity] options on ``conf``."""
     conf.register_group(GROUP)
-    conf.register_opts(TAG_OPTS + MEMBERSHIP_OPTS, group=GROUP)
+    conf.register_opts(TAG_OPTS + MEMBERSHIP_OPTS + IRONIC_OPTS, group=GROUP)
 
 
 def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:
     """The options, for oslo-config-generator and the docs."""
-    return [(GROUP, TAG_OPTS + MEMBERSHIP_OPTS)]
+    return [(GROUP, TAG_OPTS + MEMBERSHIP_OPTS + IRONIC_OPTS)]
 
 
 def conductor_profile(

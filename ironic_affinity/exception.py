@@ -35,3 +35,7 @@ class InvalidCapabilities(AffinityError, ValueError):
 
 class MembershipUnavailable(AffinityError):
     """The coordination backend cannot be reached or read."""
+
+
+class UnknownHashRingManager(AffinityError):
+    """[affinity]hash_ring_manager names no installed plugin."""

@@ -29,6 +29,7 @@ skipped.
 
 import argparse
 import os
+import random
 import signal
 import statistics
 import subprocess
@@ -107,7 +108,9 @@ def measure(driver: str, rounds: int) -> tuple[list[float], list[float]]:
                 if view.wait_for(lambda s, n=name: n in s.members, 60) is None:
                     raise RuntimeError('%s never seen' % name)
                 joins.append(time.monotonic() - joined_at)
-                time.sleep(options.heartbeat_interval * 2)
+                # A random phase against the view's reads: killing right
+                # after one would measure one point of the cycle only.
+                time.sleep(options.heartbeat_interval * 2 + random.random())
                 killed_at = time.monotonic()
                 process.send_signal(signal.SIGKILL)
                 process.wait(10)

@@ -36,6 +36,10 @@ class ListOptsTestCase(base.TestCase):
                 'heartbeat_interval',
                 'watch_interval',
                 'member_timeout',
+                'hash_ring_manager',
+                'node_tags_key',
+                'node_tags_interval',
+                'node_tags_rescan_interval',
             ],
             names[4:],
         )

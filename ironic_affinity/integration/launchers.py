@@ -1,0 +1,108 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Drop-in launchers for Ironic's services, with affinity placement.
+
+``ironic-affinity-conductor``, ``ironic-affinity-api`` and
+``ironic-affinity-singleprocess`` take exactly the arguments of
+``ironic-conductor``, ``ironic-api`` and ``ironic``: each installs
+the configured hash-ring manager, and a conductor's membership, then runs
+Ironic's own entry point unchanged.
+
+Importing this module imports nothing of Ironic's conductor manager: its
+main() asserts it is imported first by itself.
+"""
+
+import sys
+from typing import Any
+
+from ironic.conf import CONF
+from oslo_log import log
+
+from ironic_affinity.integration import loader
+
+LOG = log.getLogger(__name__)
+
+
+def _install_membership() -> None:
+    """Join the group once a conductor has started, leave on stop.
+
+    Wraps the conductor service's start and stop: start returns after
+    Ironic's init_host, i.e. once the conductor can take work and is
+    registered under its final name (host:port with json-rpc on another
+    port than 8089).
+    """
+    from ironic.conductor import rpc_service
+
+    from ironic_affinity.membership import service
+
+    if getattr(rpc_service.RPCService, '_affinity_wrapped', False):
+        return
+    original_start = rpc_service.RPCService.start
+    original_stop = rpc_service.RPCService.stop
+
+    def start(self: Any) -> None:
+        original_start(self)
+        if CONF.affinity.hash_ring_manager != 'affinity':
+            return
+        membership = service.ConductorMembership(
+            CONF,
+            self.manager.host,
+            frozenset(CONF.enabled_hardware_types),
+            CONF.conductor.conductor_group or '',
+        )
+        membership.start()
+        self._affinity_membership = membership
+
+    def stop(self: Any) -> None:
+        # Leave first: the others re-place our nodes now rather than
+        # after the member timeout.
+        membership = getattr(self, '_affinity_membership', None)
+        if membership is not None:
+            membership.stop()
+        original_stop(self)
+
+    rpc_service.RPCService.start = start
+    rpc_service.RPCService.stop = stop
+    rpc_service.RPCService._affinity_wrapped = True
+
+
+def conductor() -> Any:
+    """ironic-affinity-conductor: ironic-conductor with affinity."""
+    loader.install()
+    # Ironic's command package picks oslo.service's threading backend on
+    # import; it must come before anything that imports oslo.service.
+    from ironic.command import conductor as ironic_conductor
+
+    _install_membership()
+    return ironic_conductor.main()
+
+
+def api() -> Any:
+    """ironic-affinity-api: ironic-api with affinity."""
+    loader.install()
+    from ironic.command import api as ironic_api
+
+    return ironic_api.main()
+
+
+def singleprocess() -> Any:
+    """ironic-affinity-singleprocess: ironic (all in one) with affinity."""
+    loader.install()
+    from ironic.command import singleprocess as ironic_singleprocess
+
+    _install_membership()
+    return ironic_singleprocess.main()
+
+
+if __name__ == '__main__':
+    sys.exit(conductor())

@@ -1,0 +1,197 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Every node's affinity tags, kept fresh from Ironic's database.
+
+Ironic asks for a node's conductor by uuid alone, many times a second,
+so each process keeps uuid -> tags in memory. A background thread reads
+only the rows changed since its last read (Ironic stamps updated_at on
+every save), with a margin for clocks and commit order, and re-lists all
+uuids now and then to forget deleted nodes. At 100,000 nodes a change
+costs one indexed query returning the changed rows, not a full read.
+
+Tags live in the node's ``extra`` field under a configurable key, as a
+list or a comma/space separated string. A value outside the tag grammar
+(written before the plugin checked values at the API) is read as no tags,
+with one warning naming the node, so the node is still placed.
+"""
+
+import datetime
+import json
+import threading
+import time
+from typing import Any
+
+from oslo_log import log
+import sqlalchemy as sa
+
+from ironic_affinity import exception
+from ironic_affinity import tags
+
+LOG = log.getLogger(__name__)
+
+# How far back each incremental read reaches before its last high-water
+# mark: writers stamp updated_at from their own clock before commit.
+MARGIN = datetime.timedelta(seconds=30)
+
+_METADATA = sa.MetaData()
+# Only the columns we read; Ironic owns the schema.
+_NODES = sa.Table(
+    'nodes',
+    _METADATA,
+    sa.Column('uuid', sa.String(36)),
+    sa.Column('extra', sa.Text),
+    sa.Column('created_at', sa.DateTime),
+    sa.Column('updated_at', sa.DateTime),
+)
+
+NO_TAGS: frozenset[str] = frozenset()
+
+
+def tags_from_extra(extra: Any, key: str, node: str) -> frozenset[str]:
+    """The affinity tags in a node's ``extra`` (a dict or its JSON text).
+
+    :raises: InvalidTag naming the node and key for a bad value.
+    """
+    if isinstance(extra, str):
+        extra = json.loads(extra) if extra else {}
+    if not isinstance(extra, dict):
+        return NO_TAGS
+    return tags.parse_tags(extra.get(key), 'node %s extra.%s' % (node, key))
+
+
+class NodeTagCache:
+    """uuid -> affinity tags for every node, refreshed in the background."""
+
+    def __init__(
+        self, connection: str, key: str, interval: float, rescan: float
+    ) -> None:
+        self.key = key
+        self.interval = interval
+        self.rescan = rescan
+        self._engine = sa.create_engine(
+            connection, pool_size=1, max_overflow=1, pool_pre_ping=True
+        )
+        self._tags: dict[str, frozenset[str]] = {}
+        self._since: datetime.datetime | None = None
+        self._last_scan = 0.0
+        self._bad: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failing = False
+        #: Bumped whenever any node's tags change, for callers' caches.
+        self.version = 0
+        #: Rows read by the last refresh, for measurements.
+        self.last_rows = 0
+
+    def start(self) -> None:
+        self.refresh()
+        self._thread = threading.Thread(
+            target=self._run, name='affinity-node-tags', daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+        self._engine.dispose()
+
+    def get(self, uuid: str) -> frozenset[str] | None:
+        """The node's tags, or None for a node not read yet."""
+        return self._tags.get(uuid)
+
+    def __len__(self) -> int:
+        return len(self._tags)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.refresh()
+            except Exception as exc:  # noqa: BLE001 - keep serving
+                if not self._failing:
+                    LOG.warning(
+                        'Cannot read node affinity tags from the database '
+                        '(%(error)s); placing with the last known tags of '
+                        '%(count)d nodes until it answers again.',
+                        {'error': exc, 'count': len(self._tags)},
+                    )
+                self._failing = True
+            else:
+                if self._failing:
+                    LOG.info('Node affinity tags readable again')
+                self._failing = False
+
+    def refresh(self) -> None:
+        """Read what changed since the last refresh (all, the first time)."""
+        now = time.monotonic()
+        full = self._since is None or now - self._last_scan >= self.rescan
+        query = sa.select(
+            _NODES.c.uuid,
+            _NODES.c.extra,
+            _NODES.c.created_at,
+            _NODES.c.updated_at,
+        )
+        if self._since is not None:
+            since = self._since - MARGIN
+            query = query.where(
+                sa.or_(
+                    _NODES.c.updated_at >= since, _NODES.c.created_at >= since
+                )
+            )
+        with self._engine.connect() as connection:
+            rows = connection.execute(query).all()
+            uuids = None
+            if full and self._since is not None:
+                uuids = {
+                    row[0]
+                    for row in connection.execute(sa.select(_NODES.c.uuid))
+                }
+        self.last_rows = len(rows)
+        changed = False
+        newest = self._since
+        updates = {}
+        for uuid, extra, created, updated in rows:
+            stamp = max(t for t in (created, updated) if t is not None)
+            newest = stamp if newest is None else max(newest, stamp)
+            updates[uuid] = self._parse(uuid, extra)
+        with self._lock:
+            for uuid, node_tags in updates.items():
+                if self._tags.get(uuid) != node_tags:
+                    self._tags[uuid] = node_tags
+                    changed = True
+            if uuids is not None:
+                for gone in set(self._tags) - uuids:
+                    del self._tags[gone]
+                    self._bad.pop(gone, None)
+                    changed = True
+            if changed:
+                self.version += 1
+        self._since = newest
+        if full:
+            self._last_scan = now
+
+    def _parse(self, uuid: str, extra: Any) -> frozenset[str]:
+        try:
+            node_tags = tags_from_extra(extra, self.key, uuid)
+        except (exception.InvalidTag, ValueError) as exc:
+            if self._bad.get(uuid) != str(exc):
+                LOG.warning(
+                    'Node %(node)s has unusable affinity tags and is placed '
+                    'as untagged until they are fixed: %(error)s',
+                    {'node': uuid, 'error': exc},
+                )
+            self._bad[uuid] = str(exc)
+            return NO_TAGS
+        self._bad.pop(uuid, None)
+        return node_tags

@@ -1,0 +1,125 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The ring objects Ironic's callers receive from our ring manager.
+
+Ironic uses a ring in three ways (see doc/source/contributor/ironic.rst):
+``get_nodes(uuid).pop()`` to route a node's request, ``host in
+get_nodes(uuid)`` in conductors' periodic tasks, and ``ring.nodes`` to
+pick any conductor for a hardware type. A node with no valid conductor
+must fail the first cleanly (NoValidHost, a 4xx at the API) and read as
+"not mine" in the second: :class:`NoValidConductor` is an empty set whose
+pop() raises NoValidHost with the reason.
+"""
+
+from collections.abc import Callable
+from collections.abc import Iterable
+
+from ironic_affinity import engine
+from ironic_affinity import profile
+from ironic_affinity import rendezvous
+
+NodeLookup = Callable[[str], frozenset[str] | None]
+
+
+class NoValidConductor(set[str]):
+    """No conductor may take the node: empty, and pop() says why."""
+
+    def __init__(self, reason: str, error: Callable[[str], Exception]):
+        super().__init__()
+        self.reason = reason
+        self._error = error
+
+    def pop(self) -> str:
+        raise self._error(self.reason)
+
+
+class AffinityRing:
+    """The conductors of one hardware type and conductor group."""
+
+    def __init__(
+        self,
+        placer: engine.PlacementEngine,
+        driver: str,
+        group: str,
+        members: Iterable[str],
+        node_tags: NodeLookup,
+        on_orphan: Callable[[str, engine.Evaluation], str],
+        error: Callable[[str], Exception],
+    ) -> None:
+        self.placer = placer
+        self.driver = driver
+        self.group = group
+        #: Conductor names, as Ironic's rings have them.
+        self.nodes = frozenset(members)
+        self._node_tags = node_tags
+        self._on_orphan = on_orphan
+        self._error = error
+
+    def request(
+        self, uuid: str, node_tags: frozenset[str]
+    ) -> profile.NodeRequest:
+        return profile.NodeRequest(
+            name=uuid,
+            tags=node_tags,
+            uuid=uuid,
+            driver=self.driver,
+            conductor_group=self.group,
+        )
+
+    def _any_member(self, uuid: str) -> set[str]:
+        # Rendezvous over every live conductor of this ring, tags aside.
+        names = sorted(self.nodes)
+        if not names:
+            return set()
+        pick = rendezvous.winners(
+            rendezvous.hash_keys([uuid.encode('utf-8')]),
+            rendezvous.hash_names(names),
+        )
+        return {names[int(pick[0])]}
+
+    def get_nodes(
+        self,
+        data: bytes | str,
+        ignore_nodes: Iterable[str] | None = None,
+        replicas: int = 1,
+    ) -> set[str]:
+        """The conductor(s) for the node whose uuid is ``data``.
+
+        With replicas > 1 or ignore_nodes, the first conductors of the
+        engine's fallback order that are not ignored.
+        """
+        uuid = data.decode('utf-8') if isinstance(data, bytes) else data
+        node_tags = self._node_tags(uuid)
+        if node_tags is None:
+            # Not read from the database yet: Ironic routes a node's
+            # creation before its row exists. Any live conductor of the
+            # ring is a valid destination; the node is placed by its tags
+            # once they are read, within [affinity]node_tags_interval.
+            chosen = self._any_member(uuid)
+            if chosen:
+                return chosen
+            node_tags = frozenset()
+        node = self.request(uuid, node_tags)
+        if replicas == 1 and not ignore_nodes:
+            placement = self.placer.place(node)
+            if placement.conductor is not None:
+                return {placement.conductor}
+        else:
+            ignored = set(ignore_nodes or ())
+            order = [
+                c for c in self.placer.fallback_order(node) if c not in ignored
+            ]
+            if order:
+                return set(order[:replicas])
+        reason = self._on_orphan(node.name, self.placer.evaluate(node))
+        return NoValidConductor(reason, self._error)

@@ -1,0 +1,336 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""A real multi-conductor Ironic on this machine, for end-to-end tests.
+
+One API and N conductors of Ironic 39, started through our console
+scripts (ironic-affinity-api, ironic-affinity-conductor) exactly as an
+operator would, on a fresh PostgreSQL database and a Redis of their own
+for membership; fake hardware, json-rpc, CI-speed Ironic timers. Every
+process is stopped by pid and the database dropped on clean-up.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+import fixtures
+import sqlalchemy as sa
+
+from ironic_affinity.tests.functional import servers
+
+API_VERSION = {'X-OpenStack-Ironic-API-Version': 'latest'}
+POSTGRES = os.environ.get(
+    'IRONIC_AFFINITY_E2E_POSTGRES', 'postgresql+psycopg2://postgres@127.0.0.1'
+)
+FIRST_RPC_PORT = 8091
+
+_COMMON = """
+[DEFAULT]
+auth_strategy = noauth
+rpc_transport = json-rpc
+enabled_hardware_types = fake-hardware
+enabled_bios_interfaces = fake
+enabled_boot_interfaces = fake
+enabled_console_interfaces = fake
+enabled_deploy_interfaces = fake
+enabled_firmware_interfaces = fake
+enabled_inspect_interfaces = fake
+enabled_management_interfaces = fake
+enabled_power_interfaces = fake
+enabled_raid_interfaces = fake
+enabled_rescue_interfaces = fake
+enabled_vendor_interfaces = fake
+enabled_network_interfaces = noop
+enabled_storage_interfaces = noop
+default_network_interface = noop
+hash_ring_reset_interval = 2
+debug = true
+state_path = {state}
+
+[api]
+host_ip = 127.0.0.1
+port = {api_port}
+api_workers = 1
+
+[database]
+connection = {database}
+
+[json_rpc]
+auth_strategy = noauth
+host_ip = 127.0.0.1
+
+[dhcp]
+dhcp_provider = none
+
+[conductor]
+automated_clean = false
+heartbeat_interval = 1
+heartbeat_timeout = 5
+sync_power_state_interval = 2
+
+[affinity]
+backend_url = {backend}
+group_name = e2e
+hash_ring_manager = {manager}
+"""
+
+_POWER_SYNC = re.compile(
+    r'Attempting to get shared lock on node (\S+) \(for power state sync\)'
+)
+
+
+def _bin(name: str) -> str:
+    return os.path.join(os.path.dirname(sys.executable), name)
+
+
+class Deployment(fixtures.Fixture):
+    """API + conductors; conductor i is named 127.0.0.1:(8090+i)."""
+
+    def __init__(self, manager: str = 'affinity') -> None:
+        super().__init__()
+        self.manager = manager
+
+    def _setUp(self) -> None:
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        self.redis = self.useFixture(servers.RedisServer())
+        self.dbname = 'ironic_affinity_e2e_%s' % uuid.uuid4().hex[:10]
+        admin = sa.create_engine(
+            POSTGRES + '/postgres', isolation_level='AUTOCOMMIT'
+        )
+        with admin.connect() as connection:
+            connection.execute(sa.text('CREATE DATABASE %s' % self.dbname))
+        self.addCleanup(self._drop_database, admin)
+        self.api_port = servers.free_port()
+        self.conf = os.path.join(self.dir, 'ironic.conf')
+        with open(self.conf, 'w') as handle:
+            handle.write(
+                _COMMON.format(
+                    state=os.path.join(self.dir, 'state'),
+                    api_port=self.api_port,
+                    database='%s/%s' % (POSTGRES, self.dbname),
+                    backend=self.redis.url,
+                    manager=self.manager,
+                )
+            )
+        subprocess.run(
+            [
+                _bin('ironic-dbsync'),
+                '--config-file',
+                self.conf,
+                'create_schema',
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.addCleanup(self.stop_all)
+        self._start(
+            'api', [_bin('ironic-affinity-api'), '--config-file', self.conf]
+        )
+        self.wait(lambda: self._get('/v1') is not None, 60, 'API up')
+
+    def _drop_database(self, admin: sa.Engine) -> None:
+        with admin.connect() as connection:
+            connection.execute(
+                sa.text(
+                    'DROP DATABASE IF EXISTS %s WITH (FORCE)' % self.dbname
+                )
+            )
+        admin.dispose()
+
+    # Processes
+
+    def _start(self, name: str, command: list[str]) -> None:
+        log = open(os.path.join(self.dir, name + '.log'), 'ab')
+        self.processes[name] = subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+
+    def conductor_name(self, index: int) -> str:
+        return '127.0.0.1:%d' % (FIRST_RPC_PORT + index - 1)
+
+    def write_tags(self, index: int, **tag_lists: str) -> str:
+        path = os.path.join(self.dir, 'conductor%d.conf' % index)
+        lines = [
+            '[DEFAULT]',
+            'host = 127.0.0.1',
+            '[json_rpc]',
+            'port = %d' % (FIRST_RPC_PORT + index - 1),
+            '[affinity]',
+        ] + ['%s = %s' % item for item in sorted(tag_lists.items())]
+        with open(path, 'w') as handle:
+            handle.write('\n'.join(lines) + '\n')
+        return path
+
+    def start_conductor(self, index: int, **tag_lists: str) -> None:
+        path = self.write_tags(index, **tag_lists)
+        self._start(
+            'conductor%d' % index,
+            [
+                _bin('ironic-affinity-conductor'),
+                '--config-file',
+                self.conf,
+                '--config-file',
+                path,
+            ],
+        )
+
+    def wait_conductors(self, *indexes: int, timeout: float = 60) -> None:
+        wanted = {self.conductor_name(i) for i in indexes}
+
+        def alive() -> bool:
+            found = self._get('/v1/conductors') or {}
+            return wanted <= {
+                c['hostname']
+                for c in found.get('conductors', [])
+                if c['alive']
+            }
+
+        self.wait(alive, timeout, 'conductors %s alive' % sorted(wanted))
+
+    def pids(self, name: str) -> list[int]:
+        """The parent and its forked worker(s)."""
+        parent = self.processes[name].pid
+        children = subprocess.run(
+            ['pgrep', '-P', str(parent)],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.split()
+        return [parent] + [int(c) for c in children]
+
+    def crash(self, index: int) -> None:
+        """SIGKILL the conductor's worker and parent together: a crash,
+        not the clean shutdown killing the parent alone causes."""
+        name = 'conductor%d' % index
+        for pid in self.pids(name):
+            os.kill(pid, signal.SIGKILL)
+        self.processes[name].wait(10)
+
+    def reload(self, index: int, **tag_lists: str) -> None:
+        """Edit the conductor's tags and send it SIGHUP."""
+        self.write_tags(index, **tag_lists)
+        os.kill(self.processes['conductor%d' % index].pid, signal.SIGHUP)
+
+    def stop_all(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                process.wait(15)
+
+    # The REST API
+
+    def _request(
+        self, method: str, path: str, body: object = None
+    ) -> tuple[int, dict]:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            'http://127.0.0.1:%d%s' % (self.api_port, path),
+            data=data,
+            method=method,
+            headers=dict(API_VERSION, **{'Content-Type': 'application/json'}),
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                text = response.read()
+                return response.status, json.loads(text) if text else {}
+        except urllib.error.HTTPError as exc:
+            text = exc.read()
+            try:
+                return exc.code, json.loads(text)
+            except ValueError:
+                return exc.code, {'raw': text.decode(errors='replace')}
+
+    def _get(self, path: str) -> dict | None:
+        try:
+            status, body = self._request('GET', path)
+        except OSError:
+            return None
+        return body if status == 200 else None
+
+    def create_node(self, name: str, tags: str) -> str:
+        status, body = self._request(
+            'POST',
+            '/v1/nodes',
+            {
+                'name': name,
+                'driver': 'fake-hardware',
+                'extra': {'affinity_tags': tags},
+            },
+        )
+        assert status == 201, (status, body)
+        return str(body['uuid'])
+
+    def conductor_of(self, node: str) -> str | None:
+        body = self._get('/v1/nodes/%s' % node)
+        assert body is not None, node
+        return body.get('conductor')
+
+    def patch_node(
+        self, node: str, extra_key: str, value: str
+    ) -> tuple[int, dict]:
+        return self._request(
+            'PATCH',
+            '/v1/nodes/%s' % node,
+            [{'op': 'add', 'path': '/extra/%s' % extra_key, 'value': value}],
+        )
+
+    # Evidence from the conductors' own work
+
+    def log_offsets(self) -> dict[str, int]:
+        return {
+            name: os.path.getsize(os.path.join(self.dir, name + '.log'))
+            for name in self.processes
+            if name.startswith('conductor')
+        }
+
+    def power_synced_since(
+        self, offsets: dict[str, int]
+    ) -> dict[str, set[str]]:
+        """node uuid -> conductors that ran its power sync since then."""
+        found: dict[str, set[str]] = {}
+        for name, offset in offsets.items():
+            index = int(name[len('conductor') :])
+            with open(os.path.join(self.dir, name + '.log'), 'rb') as log:
+                log.seek(offset)
+                text = log.read().decode(errors='replace')
+            for node in _POWER_SYNC.findall(text):
+                found.setdefault(node, set()).add(self.conductor_name(index))
+        return found
+
+    @staticmethod
+    def wait(predicate, timeout: float, what: str) -> float:  # type: ignore[no-untyped-def]
+        """Wait until predicate() holds; the seconds it took."""
+        start = time.monotonic()
+        while time.monotonic() - start < timeout:
+            if predicate():
+                return time.monotonic() - start
+            time.sleep(0.2)
+        raise AssertionError(
+            'timed out after %ss waiting for %s' % (timeout, what)
+        )

@@ -1,0 +1,207 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Both RFE examples, failover, tag change and an orphan, through Ironic.
+
+Evidence comes from Ironic itself: the node's ``conductor`` field in its
+REST API, and which conductor's periodic power sync works each node.
+Failover seconds are appended, as JSON lines, to the file named by
+IRONIC_AFFINITY_E2E_RESULTS when set (.ci/run prints them).
+"""
+
+import json
+import os
+import time
+
+from ironic_affinity.tests import base
+from ironic_affinity.tests.e2e import deployment
+
+# Conductor power sync runs every 2 s here: 3 rounds and some slack.
+SYNC_WINDOW = 7.0
+
+PART1 = {
+    1: {
+        'soft_affinity_tags': 'rack10, rack11, network1, network2, datacenter1'
+    },
+    2: {
+        'soft_affinity_tags': 'rack11, rack12, network1, datacenter1',
+        'hard_anti_affinity_tags': 'customer1',
+    },
+    3: {'soft_affinity_tags': 'network1, datacenter2'},
+}
+EDIT2 = {
+    1: {
+        'hard_affinity_tags': 'datacenter1',
+        'soft_anti_affinity_tags': 'rack20',
+        'soft_affinity_tags': 'rack10 network1 network2',
+    },
+    2: {
+        'hard_anti_affinity_tags': 'network3',
+        'hard_affinity_tags': 'datacenter1',
+        'soft_anti_affinity_tags': 'rack10',
+        'soft_affinity_tags': 'rack20 network1 network2',
+    },
+    3: {
+        'hard_anti_affinity_tags': 'network2 network3',
+        'hard_affinity_tags': 'datacenter2',
+        'soft_affinity_tags': 'rack30 network1 network2',
+    },
+}
+
+
+def _record(**figures):
+    path = os.environ.get('IRONIC_AFFINITY_E2E_RESULTS')
+    if path:
+        with open(path, 'a') as handle:
+            handle.write(json.dumps(figures) + '\n')
+
+
+class EndToEndTestCase(base.TestCase):
+    def deploy(self, conductors, manager='affinity'):
+        dep = self.useFixture(deployment.Deployment(manager))
+        for index, tag_lists in conductors.items():
+            dep.start_conductor(index, **tag_lists)
+        dep.wait_conductors(*conductors)
+        self.dep = dep
+        return dep
+
+    def name(self, index):
+        return self.dep.conductor_name(index)
+
+    def wait_placed(self, expected, timeout=30):
+        """Wait until the API shows every node on its expected conductor
+        (a set of acceptable ones, for tied nodes); return the mapping."""
+        seen = {}
+
+        def placed():
+            for node, wanted in expected.items():
+                seen[node] = self.dep.conductor_of(node)
+                if seen[node] not in wanted:
+                    return False
+            return True
+
+        self.dep.wait(
+            placed, timeout, 'placements %s, last %s' % (expected, seen)
+        )
+        return dict(seen)
+
+    def assert_power_sync(self, placed):
+        """Each node's power sync runs on its conductor, and only there."""
+        offsets = self.dep.log_offsets()
+        time.sleep(SYNC_WINDOW)
+        synced = self.dep.power_synced_since(offsets)
+        for node, conductor in placed.items():
+            self.assertEqual({conductor}, synced.get(node), node)
+
+    def test_rfe_part1_and_failover(self):
+        dep = self.deploy(PART1)
+        node1 = dep.create_node('node1', 'rack10, network1, datacenter1')
+        node2 = dep.create_node('node2', 'rack11')
+        node3 = dep.create_node('node3', 'rack11, customer1')
+        before = self.wait_placed(
+            {
+                node1: {self.name(1)},
+                # Tied with conductor1; hashed between the two.
+                node2: {self.name(1), self.name(2)},
+                # conductor2's anti-tag customer1 removes it.
+                node3: {self.name(1)},
+            }
+        )
+        self.assert_power_sync(before)
+
+        start = time.monotonic()
+        dep.crash(1)
+        expected = {
+            node1: {self.name(2)},
+            node2: {self.name(2)},
+            node3: {self.name(3)},
+        }
+        after = self.wait_placed(expected, 60)
+        seconds = time.monotonic() - start
+        _record(test='rfe_part1', ring='affinity', failover_seconds=seconds)
+        # Only conductor1's nodes moved.
+        for node in (node1, node2, node3):
+            if before[node] != self.name(1):
+                self.assertEqual(before[node], after[node])
+        self.assertLess(seconds, 15)
+        self.assert_power_sync(after)
+
+    def test_rfe_edit2_and_tag_change(self):
+        dep = self.deploy(EDIT2)
+        node1 = dep.create_node('node1', 'rack10, network1, datacenter1')
+        node2 = dep.create_node('node2', 'rack20, network3, datacenter1')
+        node3 = dep.create_node('node3', 'rack30, network1, datacenter2')
+        placed = self.wait_placed(
+            {
+                node1: {self.name(1)},
+                node2: {self.name(1)},
+                node3: {self.name(3)},
+            }
+        )
+        self.assert_power_sync(placed)
+
+        # conductor2 now strongly prefers rack10: node1 (and only node1,
+        # since node2 carries conductor2's hard anti tag network3) moves.
+        dep.reload(
+            2,
+            **dict(
+                EDIT2[2],
+                soft_affinity_tags='rack10:5 network1',
+                soft_anti_affinity_tags='',
+            ),
+        )
+        moved = self.wait_placed(
+            {
+                node1: {self.name(2)},
+                node2: {self.name(1)},
+                node3: {self.name(3)},
+            }
+        )
+        self.assert_power_sync(moved)
+
+    def test_orphan_refused_then_recovered(self):
+        dep = self.deploy(EDIT2)
+        node = dep.create_node('orphan', 'rack30, network2, datacenter2')
+        time.sleep(3)  # the node tag cache reads the new node
+        self.assertIsNone(dep.conductor_of(node))
+        status, body = dep.patch_node(node, 'note', 'x')
+        message = json.dumps(body)
+        self.assertIn(status, (400, 404, 409), message)
+        self.assertIn('No valid host', message)
+        self.assertIn('hard-anti-affinity tag(s) network2', message)
+        self.assertIn('lacks hard-affinity tag(s) datacenter1', message)
+
+        # The operator's way out: a conductor that may take it.
+        dep.start_conductor(4, hard_affinity_tags='datacenter2')
+        dep.wait_conductors(4)
+        self.wait_placed({node: {self.name(4)}})
+        status, body = dep.patch_node(node, 'note', 'x')
+        self.assertEqual(200, status, body)
+
+    def test_stock_ring_failover_for_comparison(self):
+        dep = self.deploy({1: {}, 2: {}, 3: {}}, manager='stock')
+        nodes = [dep.create_node('n%d' % i, '') for i in range(6)]
+        first = {n: dep.conductor_of(n) for n in nodes}
+        victim = next(i for i in (1, 2, 3) if self.name(i) in first.values())
+        moving = [n for n, c in first.items() if c == self.name(victim)]
+        start = time.monotonic()
+        dep.crash(victim)
+        dep.wait(
+            lambda: all(
+                dep.conductor_of(n) not in (None, self.name(victim))
+                for n in moving
+            ),
+            120,
+            'stock ring to move nodes off the dead conductor',
+        )
+        seconds = time.monotonic() - start
+        _record(test='stock', ring='stock', failover_seconds=seconds)
