@@ -60,7 +60,7 @@ enabled_vendor_interfaces = fake
 enabled_network_interfaces = noop
 enabled_storage_interfaces = noop
 default_network_interface = noop
-hash_ring_reset_interval = 2
+hash_ring_reset_interval = {reset}
 debug = true
 state_path = {state}
 
@@ -81,8 +81,8 @@ dhcp_provider = none
 
 [conductor]
 automated_clean = false
-heartbeat_interval = 1
-heartbeat_timeout = 5
+heartbeat_interval = {heartbeat}
+heartbeat_timeout = {heartbeat_timeout}
 sync_power_state_interval = 2
 
 [affinity]
@@ -90,6 +90,11 @@ backend_url = {backend}
 group_name = e2e
 hash_ring_manager = {manager}
 """
+
+# Ironic's timers: CI speed, or Ironic's defaults for a fair comparison
+# of failover with and without the plugin.
+CI_TIMERS = {'reset': 2, 'heartbeat': 1, 'heartbeat_timeout': 5}
+IRONIC_DEFAULT_TIMERS = {'reset': 15, 'heartbeat': 10, 'heartbeat_timeout': 60}
 
 _POWER_SYNC = re.compile(
     r'Attempting to get shared lock on node (\S+) \(for power state sync\)'
@@ -103,9 +108,12 @@ def _bin(name: str) -> str:
 class Deployment(fixtures.Fixture):
     """API + conductors; conductor i is named 127.0.0.1:(8090+i)."""
 
-    def __init__(self, manager: str = 'affinity') -> None:
+    def __init__(
+        self, manager: str = 'affinity', timers: dict[str, int] | None = None
+    ) -> None:
         super().__init__()
         self.manager = manager
+        self.timers = CI_TIMERS if timers is None else timers
 
     def _setUp(self) -> None:
         self.dir = self.useFixture(fixtures.TempDir()).path
@@ -127,6 +135,7 @@ class Deployment(fixtures.Fixture):
                     database='%s/%s' % (POSTGRES, self.dbname),
                     backend=self.redis.url,
                     manager=self.manager,
+                    **self.timers,
                 )
             )
         subprocess.run(

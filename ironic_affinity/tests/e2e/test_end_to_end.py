@@ -187,21 +187,52 @@ class EndToEndTestCase(base.TestCase):
         status, body = dep.patch_node(node, 'note', 'x')
         self.assertEqual(200, status, body)
 
-    def test_stock_ring_failover_for_comparison(self):
-        dep = self.deploy({1: {}, 2: {}, 3: {}}, manager='stock')
-        nodes = [dep.create_node('n%d' % i, '') for i in range(6)]
-        first = {n: dep.conductor_of(n) for n in nodes}
-        victim = next(i for i in (1, 2, 3) if self.name(i) in first.values())
-        moving = [n for n, c in first.items() if c == self.name(victim)]
+    def _failover(self, manager):
+        """Seconds from a crash until the API routes the dead conductor's
+        nodes elsewhere, with Ironic's default timers."""
+        dep = self.useFixture(
+            deployment.Deployment(manager, deployment.IRONIC_DEFAULT_TIMERS)
+        )
+        for index in (1, 2, 3):
+            dep.start_conductor(index)
+        dep.wait_conductors(1, 2, 3)
+        self.dep = dep
+        nodes = [dep.create_node('n%d' % i, '') for i in range(9)]
+        # Every conductor holds some node before the crash.
+        names = {self.name(i) for i in (1, 2, 3)}
+        first = {}
+
+        def spread():
+            first.update((n, dep.conductor_of(n)) for n in nodes)
+            return set(first.values()) == names
+
+        dep.wait(spread, 60, 'nodes on all three conductors')
+        moving = [n for n, c in first.items() if c == self.name(1)]
         start = time.monotonic()
-        dep.crash(victim)
+        dep.crash(1)
         dep.wait(
             lambda: all(
-                dep.conductor_of(n) not in (None, self.name(victim))
-                for n in moving
+                dep.conductor_of(n) not in (None, self.name(1)) for n in moving
             ),
-            120,
-            'stock ring to move nodes off the dead conductor',
+            150,
+            '%s ring to move nodes off the dead conductor' % manager,
         )
         seconds = time.monotonic() - start
-        _record(test='stock', ring='stock', failover_seconds=seconds)
+        for node in set(nodes) - set(moving):
+            self.assertEqual(first[node], dep.conductor_of(node))
+        _record(
+            test='failover_default_ironic_timers',
+            ring=manager,
+            failover_seconds=round(seconds, 2),
+        )
+        return seconds
+
+    def test_failover_affinity_default_timers(self):
+        # The member timeout (5 s by default), not Ironic's 60 s
+        # heartbeat timeout, decides how long a dead conductor keeps
+        # its nodes.
+        self.assertLess(self._failover('affinity'), 15)
+
+    def test_failover_stock_default_timers(self):
+        # For comparison only: Ironic's own ring, launched the same way.
+        self._failover('stock')
