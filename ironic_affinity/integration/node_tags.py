@@ -39,12 +39,14 @@ from ironic_affinity import tags
 
 LOG = log.getLogger(__name__)
 
-# How far back each incremental read reaches before its last high-water
-# mark: writers stamp updated_at from their own clock before commit.
+# How far back each incremental read reaches before the start of the last
+# one: writers stamp updated_at from their own clock, before they commit,
+# so a row can appear with a stamp somewhat in the past. A changed row is
+# thus read a few times over this window; an unchanged one never again.
 MARGIN = datetime.timedelta(seconds=30)
 
 _METADATA = sa.MetaData()
-# Only the columns we read; Ironic owns the schema.
+# Only the columns we use; Ironic owns the schema.
 _NODES = sa.Table(
     'nodes',
     _METADATA,
@@ -85,6 +87,7 @@ class NodeTagCache:
         self._since: datetime.datetime | None = None
         self._last_scan = 0.0
         self._bad: dict[str, str] = {}
+        self._interned: dict[frozenset[str], frozenset[str]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -135,13 +138,9 @@ class NodeTagCache:
     def refresh(self) -> None:
         """Read what changed since the last refresh (all, the first time)."""
         now = time.monotonic()
+        started = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
         full = self._since is None or now - self._last_scan >= self.rescan
-        query = sa.select(
-            _NODES.c.uuid,
-            _NODES.c.extra,
-            _NODES.c.created_at,
-            _NODES.c.updated_at,
-        )
+        query = sa.select(_NODES.c.uuid, _NODES.c.extra)
         if self._since is not None:
             since = self._since - MARGIN
             query = query.where(
@@ -159,12 +158,7 @@ class NodeTagCache:
                 }
         self.last_rows = len(rows)
         changed = False
-        newest = self._since
-        updates = {}
-        for uuid, extra, created, updated in rows:
-            stamp = max(t for t in (created, updated) if t is not None)
-            newest = stamp if newest is None else max(newest, stamp)
-            updates[uuid] = self._parse(uuid, extra)
+        updates = {uuid: self._parse(uuid, extra) for uuid, extra, *_ in rows}
         with self._lock:
             for uuid, node_tags in updates.items():
                 if self._tags.get(uuid) != node_tags:
@@ -177,7 +171,7 @@ class NodeTagCache:
                     changed = True
             if changed:
                 self.version += 1
-        self._since = newest
+        self._since = started
         if full:
             self._last_scan = now
 
@@ -194,4 +188,5 @@ class NodeTagCache:
             self._bad[uuid] = str(exc)
             return NO_TAGS
         self._bad.pop(uuid, None)
-        return node_tags
+        # Nodes share a few hundred tag sets: keep one copy of each.
+        return self._interned.setdefault(node_tags, node_tags)

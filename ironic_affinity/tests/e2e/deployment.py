@@ -68,6 +68,7 @@ state_path = {state}
 host_ip = 127.0.0.1
 port = {api_port}
 api_workers = 1
+middleware = {middleware}
 
 [database]
 connection = {database}
@@ -109,9 +110,15 @@ class Deployment(fixtures.Fixture):
     """API + conductors; conductor i is named 127.0.0.1:(8090+i)."""
 
     def __init__(
-        self, manager: str = 'affinity', timers: dict[str, int] | None = None
+        self,
+        manager: str = 'affinity',
+        timers: dict[str, int] | None = None,
+        middleware: bool = False,
     ) -> None:
+        """:param middleware: run Ironic's own ironic-api with
+        [api]middleware = affinity instead of our API launcher."""
         super().__init__()
+        self.middleware = middleware
         self.manager = manager
         self.timers = CI_TIMERS if timers is None else timers
 
@@ -135,6 +142,7 @@ class Deployment(fixtures.Fixture):
                     database='%s/%s' % (POSTGRES, self.dbname),
                     backend=self.redis.url,
                     manager=self.manager,
+                    middleware='affinity' if self.middleware else '',
                     **self.timers,
                 )
             )
@@ -282,8 +290,8 @@ class Deployment(fixtures.Fixture):
             return None
         return body if status == 200 else None
 
-    def create_node(self, name: str, tags: str) -> str:
-        status, body = self._request(
+    def post_node(self, name: str, tags: object) -> tuple[int, dict]:
+        return self._request(
             'POST',
             '/v1/nodes',
             {
@@ -292,6 +300,9 @@ class Deployment(fixtures.Fixture):
                 'extra': {'affinity_tags': tags},
             },
         )
+
+    def create_node(self, name: str, tags: str) -> str:
+        status, body = self.post_node(name, tags)
         assert status == 201, (status, body)
         return str(body['uuid'])
 
@@ -301,7 +312,7 @@ class Deployment(fixtures.Fixture):
         return body.get('conductor')
 
     def patch_node(
-        self, node: str, extra_key: str, value: str
+        self, node: str, extra_key: str, value: object
     ) -> tuple[int, dict]:
         return self._request(
             'PATCH',

@@ -66,8 +66,10 @@ def _record(**figures):
 
 
 class EndToEndTestCase(base.TestCase):
-    def deploy(self, conductors, manager='affinity'):
-        dep = self.useFixture(deployment.Deployment(manager))
+    def deploy(self, conductors, manager='affinity', middleware=False):
+        dep = self.useFixture(
+            deployment.Deployment(manager, middleware=middleware)
+        )
         for index, tag_lists in conductors.items():
             dep.start_conductor(index, **tag_lists)
         dep.wait_conductors(*conductors)
@@ -185,6 +187,25 @@ class EndToEndTestCase(base.TestCase):
         dep.wait_conductors(4)
         self.wait_placed({node: {self.name(4)}})
         status, body = dep.patch_node(node, 'note', 'x')
+        self.assertEqual(200, status, body)
+
+    def test_api_middleware_places_and_validates(self):
+        # Ironic's own ironic-api, with [api] middleware = affinity only.
+        dep = self.deploy(EDIT2, middleware=True)
+        node1 = dep.create_node('node1', 'rack10, network1, datacenter1')
+        node2 = dep.create_node('node2', 'rack20, network3, datacenter1')
+        self.wait_placed({node1: {self.name(1)}, node2: {self.name(1)}})
+        for bad in ('rack 1!', ['rack1', 7], {'a': 1}, 'r' * 65):
+            status, body = dep.post_node('bad', bad)
+            self.assertEqual(400, status, body)
+            self.assertIn('affinity_tags', json.dumps(body))
+            status, body = dep.patch_node(node1, 'affinity_tags', bad)
+            self.assertEqual(400, status, body)
+        # Nothing bad reached the database.
+        self.assertEqual({self.name(1)}, {dep.conductor_of(node1)})
+        status, body = dep.patch_node(
+            node1, 'affinity_tags', 'datacenter1 rack20'
+        )
         self.assertEqual(200, status, body)
 
     def _failover(self, manager):
