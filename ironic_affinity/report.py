@@ -268,3 +268,68 @@ def render_members(report: dict[str, Any]) -> str:
     for name, reason in report['rejected'].items():
         parts.append('Left out of placement: %s: %s' % (name, reason))
     return '\n'.join(parts)
+
+
+def check(
+    conductors: Sequence[profile.ConductorProfile],
+    nodes: Sequence[profile.NodeRequest],
+) -> dict[str, Any]:
+    """Nodes no conductor may take, and nodes only one conductor may."""
+    placer = engine.PlacementEngine(conductors)
+    orphans = []
+    single = []
+    for node in nodes:
+        order = placer.fallback_order(node)
+        if not order:
+            verdicts = placer.evaluate(node).verdicts
+            orphans.append(
+                {
+                    'node': node.name,
+                    'uuid': node.uuid,
+                    'tags': sorted(node.tags),
+                    'reasons': {v.conductor: v.excluded for v in verdicts},
+                }
+            )
+        elif len(order) == 1:
+            single.append(
+                {'node': node.name, 'uuid': node.uuid, 'conductor': order[0]}
+            )
+    return {
+        'conductors': len(conductors),
+        'nodes': len(nodes),
+        'orphans': orphans,
+        'single_conductor': single,
+    }
+
+
+def render_check(report: dict[str, Any]) -> str:
+    """The check as text people read."""
+    parts = [
+        '%d node(s) over %d live conductor(s)'
+        % (report['nodes'], report['conductors'])
+    ]
+    if report.get('not_members'):
+        parts.append(
+            'Active in Ironic but not in the affinity group (given no '
+            'node): %s' % ', '.join(report['not_members'])
+        )
+    parts.append('Nodes with no valid conductor: %d' % len(report['orphans']))
+    for orphan in report['orphans']:
+        reasons = '; '.join(
+            '%s: %s' % item for item in sorted(orphan['reasons'].items())
+        )
+        parts.append(
+            '  %s (tags: %s): %s'
+            % (
+                orphan['node'],
+                ', '.join(orphan['tags']) or '(none)',
+                reasons or 'no live conductor',
+            )
+        )
+    parts.append(
+        'Nodes with only one valid conductor: %d'
+        % len(report['single_conductor'])
+    )
+    for spof in report['single_conductor']:
+        parts.append('  %s: %s' % (spof['node'], spof['conductor']))
+    return '\n'.join(parts)

@@ -34,6 +34,7 @@ from ironic_affinity import scenario
 from ironic_affinity._i18n import _
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import service
+from ironic_affinity.membership import view
 
 LOG = log.getLogger(__name__)
 
@@ -52,12 +53,36 @@ def _add_down(parser: Any) -> None:
     )
 
 
+def _add_timeout(parser: Any) -> None:
+    parser.add_argument(
+        '--timeout',
+        type=float,
+        default=10.0,
+        help=_(
+            'Seconds to wait for the coordination backend, for commands '
+            'that read it (default: 10).'
+        ),
+    )
+
+
 def _add_parsers(subparsers: Any) -> None:
     plan = subparsers.add_parser(
         'plan',
-        help=_('Place every node of a scenario file (offline what-if).'),
+        help=_(
+            'Place every node of a scenario file (offline what-if), or with '
+            '--live of the running deployment.'
+        ),
     )
-    plan.add_argument('scenario', metavar='SCENARIO')
+    plan.add_argument('scenario', metavar='SCENARIO', nargs='?')
+    plan.add_argument(
+        '--live',
+        action='store_true',
+        help=_(
+            "Use the deployment's nodes and live conductors, read from "
+            'the database and backend of ironic.conf.'
+        ),
+    )
+    _add_timeout(plan)
     _add_down(plan)
     plan.add_argument(
         '-f',
@@ -70,10 +95,18 @@ def _add_parsers(subparsers: Any) -> None:
 
     explain = subparsers.add_parser(
         'explain',
-        help=_("Show every conductor's verdict for one node of a scenario."),
+        help=_(
+            "Show every conductor's verdict for one node: of a scenario "
+            '(SCENARIO NODE), or of the running deployment (NODE).'
+        ),
     )
-    explain.add_argument('scenario', metavar='SCENARIO')
-    explain.add_argument('node', metavar='NODE', help=_('Node name or uuid.'))
+    explain.add_argument(
+        'target',
+        metavar='[SCENARIO] NODE',
+        nargs='+',
+        help=_('A scenario file and a node, or a live node: name or uuid.'),
+    )
+    _add_timeout(explain)
     _add_down(explain)
     explain.add_argument(
         '-f',
@@ -98,14 +131,31 @@ def _add_parsers(subparsers: Any) -> None:
         default='table',
         help=_('Output format (default: table).'),
     )
-    members.add_argument(
-        '--timeout',
-        type=float,
-        default=10.0,
-        help=_('Seconds to wait for the backend (default: 10).'),
-    )
+    _add_timeout(members)
     members.set_defaults(handler=_members)
 
+    check = subparsers.add_parser(
+        'check',
+        help=_(
+            'Nodes of the running deployment with no valid conductor '
+            '(exit status 1), and with only one. For monitoring.'
+        ),
+    )
+    check.add_argument(
+        '-f',
+        '--format',
+        choices=('table', 'json'),
+        default='table',
+        help=_('Output format (default: table).'),
+    )
+    _add_timeout(check)
+    check.set_defaults(handler=_check)
+
+
+LIVE_OPTS = [
+    ('database', cfg.StrOpt('connection', secret=True)),
+    ('conductor', cfg.IntOpt('heartbeat_timeout', default=60)),
+]
 
 COMMAND_OPT = cfg.SubCommandOpt(
     'command',
@@ -117,12 +167,7 @@ COMMAND_OPT = cfg.SubCommandOpt(
 
 def _load(args: Any) -> scenario.Scenario:
     loaded = scenario.load(args.scenario)
-    unknown = sorted(set(args.down) - loaded.conductor_names())
-    if unknown:
-        raise exception.InvalidScenario(
-            _('%(path)s: --down names no conductor of the scenario: %(names)s')
-            % {'path': loaded.path, 'names': ', '.join(unknown)}
-        )
+    _check_down(loaded.conductor_names(), args.down, loaded.path)
     for conductor in loaded.conductors:
         conflicts = conductor.soft_conflicts()
         if conflicts:
@@ -146,22 +191,7 @@ def _emit(data: dict[str, Any], text: str, fmt: str) -> None:
         print(text)
 
 
-def _plan(conf: cfg.ConfigOpts, args: Any) -> int:
-    loaded = _load(args)
-    result = report.plan(loaded.conductors, loaded.nodes, set(args.down))
-    _emit(result, report.render_plan(result, args.down), args.format)
-    return 0
-
-
-def _explain(conf: cfg.ConfigOpts, args: Any) -> int:
-    loaded = _load(args)
-    node = loaded.node(args.node)
-    result = report.explain(loaded.conductors, node, set(args.down))
-    _emit(result, report.render_explain(result), args.format)
-    return 0
-
-
-def _members(conf: cfg.ConfigOpts, args: Any) -> int:
+def _read_view(conf: cfg.ConfigOpts, timeout: float) -> view.Snapshot:
     member_view = service.member_view(conf)
     # Some tooz drivers retry a refused connection for a minute: give the
     # read a deadline and report an unreadable backend instead of hanging.
@@ -169,12 +199,109 @@ def _members(conf: cfg.ConfigOpts, args: Any) -> int:
     # command at exit.
     reader = threading.Thread(target=member_view.refresh, daemon=True)
     reader.start()
-    reader.join(args.timeout)
+    reader.join(timeout)
     snapshot = member_view.snapshot()
     if reader.is_alive():
         snapshot = dataclasses.replace(
-            snapshot, error=_('no answer within %s s') % args.timeout
+            snapshot, error=_('no answer within %s s') % timeout
         )
+    return snapshot
+
+
+def _live(conf: cfg.ConfigOpts, args: Any) -> Any:
+    """The running deployment, as the ring manager sees it."""
+    try:
+        from ironic_affinity.integration import live
+    except ImportError as exc:
+        raise exception.AffinityError(
+            _('live commands need SQLAlchemy, as installed with Ironic: %s')
+            % exc
+        ) from exc
+    snapshot = _read_view(conf, args.timeout)
+    if snapshot.stale:
+        raise exception.AffinityError(
+            _('cannot read the membership group on %(url)s: %(error)s')
+            % {
+                'url': backend.redact(backend.backend_url(conf)),
+                'error': snapshot.error,
+            }
+        )
+    deployment = live.read(conf, snapshot)
+    if deployment.not_members:
+        LOG.warning(
+            'Active in Ironic but not in the affinity group, so given no '
+            'node: %s',
+            ', '.join(sorted(deployment.not_members)),
+        )
+    for node, reason in sorted(deployment.bad_tags.items()):
+        LOG.warning(
+            'Node %(node)s placed as untagged: %(reason)s',
+            {'node': node, 'reason': reason},
+        )
+    return deployment
+
+
+def _check_down(names: frozenset[str], down: list[str], where: str) -> None:
+    unknown = sorted(set(down) - names)
+    if unknown:
+        raise exception.InvalidScenario(
+            _('%(where)s: --down names no conductor: %(names)s')
+            % {'where': where, 'names': ', '.join(unknown)}
+        )
+
+
+def _plan(conf: cfg.ConfigOpts, args: Any) -> int:
+    if args.live == bool(args.scenario):
+        raise exception.AffinityError(
+            _('plan takes a SCENARIO file, or --live, and not both')
+        )
+    if args.live:
+        deployment = _live(conf, args)
+        conductors, nodes = deployment.conductors, deployment.nodes
+        _check_down(frozenset(c.name for c in conductors), args.down, 'live')
+    else:
+        loaded = _load(args)
+        conductors, nodes = loaded.conductors, loaded.nodes
+    result = report.plan(conductors, nodes, set(args.down))
+    _emit(result, report.render_plan(result, args.down), args.format)
+    return 0
+
+
+def _explain(conf: cfg.ConfigOpts, args: Any) -> int:
+    if len(args.target) > 2:
+        raise exception.AffinityError(
+            _('explain takes [SCENARIO] NODE: %d arguments given')
+            % len(args.target)
+        )
+    if len(args.target) == 2:
+        args.scenario = args.target[0]
+        loaded = _load(args)
+        conductors = loaded.conductors
+        node = loaded.node(args.target[1])
+    else:
+        deployment = _live(conf, args)
+        conductors = deployment.conductors
+        _check_down(frozenset(c.name for c in conductors), args.down, 'live')
+        wanted = args.target[0]
+        found = [n for n in deployment.nodes if wanted in (n.name, n.uuid)]
+        if not found:
+            raise exception.AffinityError(_('no node %r') % wanted)
+        node = found[0]
+    result = report.explain(conductors, node, set(args.down))
+    _emit(result, report.render_explain(result), args.format)
+    return 0
+
+
+def _check(conf: cfg.ConfigOpts, args: Any) -> int:
+    deployment = _live(conf, args)
+    result = report.check(deployment.conductors, deployment.nodes)
+    result['not_members'] = sorted(deployment.not_members)
+    _emit(result, report.render_check(result), args.format)
+    return EXIT_BAD_INPUT if result['orphans'] else 0
+
+
+def _members(conf: cfg.ConfigOpts, args: Any) -> int:
+    snapshot = _read_view(conf, args.timeout)
     url = backend.redact(backend.backend_url(conf))
     result = report.members(snapshot, url, conf.affinity.group_name)
     _emit(result, report.render_members(result), args.format)
@@ -192,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     conf.register_opt(
         cfg.StrOpt('state_path', default=backend.DEFAULT_STATE_PATH)
     )
+    # What the live commands read of Ironic's own options.
+    for group, opt in LIVE_OPTS:
+        conf.register_opt(opt, group=group)
     conf.register_cli_opt(COMMAND_OPT)
     # Like Ironic's own commands, read /etc/ironic/ironic.conf unless
     # --config-file says otherwise.

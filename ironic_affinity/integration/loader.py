@@ -50,7 +50,7 @@ def load(name: str) -> Any:
     :raises: UnknownHashRingManager naming the namespace and the name.
     """
     try:
-        manager = stevedore.DriverManager(
+        manager: stevedore.DriverManager[Any] = stevedore.DriverManager(
             NAMESPACE, name, invoke_on_load=False
         )
     except stevedore_exception.NoMatches as exc:

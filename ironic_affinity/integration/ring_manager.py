@@ -26,7 +26,6 @@ own manager shares its rings: Ironic builds a new manager per request in
 the API.
 """
 
-import dataclasses
 import threading
 import time
 from typing import Any
@@ -37,6 +36,7 @@ from ironic.common import exception as ironic_exception
 from ironic.conf import CONF
 from oslo_log import log
 
+from ironic_affinity import candidates
 from ironic_affinity import engine
 from ironic_affinity.integration import node_tags
 from ironic_affinity.integration import ring
@@ -107,7 +107,11 @@ class AffinityHashRingManager:
                 active = objects.Conductor.get_active_hardware_type_dict(
                     ironic_context.get_admin_context(), use_groups=True
                 )
-                _STATE.active = {k: set(v) for k, v in active.items()}
+                fresh = {k: set(v) for k, v in active.items()}
+                # Keep the same object while nothing changed: the engine
+                # (and its placement memo) is keyed by it.
+                if fresh != _STATE.active:
+                    _STATE.active = fresh
                 _STATE.active_at = time.monotonic()
             return _STATE.active
 
@@ -117,33 +121,16 @@ class AffinityHashRingManager:
         key = (snapshot.version, id(active))
         if _STATE.engine_key == key and _STATE.engine is not None:
             return _STATE.engine
-        runs: dict[str, set[str]] = {}
-        groups: dict[str, str] = {}
-        for group_driver, hosts in active.items():
-            group, _sep, driver = group_driver.rpartition(':')
-            for host in hosts:
-                runs.setdefault(host, set()).add(driver)
-                groups[host] = group
-        # Ironic's database says what a conductor runs; the group says
-        # that it is alive and what its tags are.
-        profiles = [
-            dataclasses.replace(
-                member,
-                hardware_types=frozenset(runs[name]),
-                conductor_group=groups[name].lower(),
-            )
-            for name, member in snapshot.members.items()
-            if name in runs
-        ]
-        self._warn_missing(snapshot, runs)
+        profiles = candidates.live_profiles(snapshot.members, active)
+        self._warn_missing(snapshot, active)
         placer = engine.PlacementEngine(profiles)
         _STATE.engine_key, _STATE.engine = key, placer
         return placer
 
     def _warn_missing(
-        self, snapshot: view.Snapshot, runs: dict[str, set[str]]
+        self, snapshot: view.Snapshot, active: dict[str, set[str]]
     ) -> None:
-        missing = frozenset(runs) - frozenset(snapshot.members)
+        missing = candidates.not_members(snapshot.members, active)
         if snapshot.stale or missing == _STATE.warned_missing:
             return
         _STATE.warned_missing = missing

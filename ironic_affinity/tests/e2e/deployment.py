@@ -320,6 +320,16 @@ class Deployment(fixtures.Fixture):
             [{'op': 'add', 'path': '/extra/%s' % extra_key, 'value': value}],
         )
 
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run the ironic-affinity operator command on this deployment."""
+        return subprocess.run(
+            [_bin('ironic-affinity'), '--config-file', self.conf, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
     # Evidence from the conductors' own work
 
     def log_offsets(self) -> dict[str, int]:

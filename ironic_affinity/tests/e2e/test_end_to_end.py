@@ -27,6 +27,7 @@ from ironic_affinity.tests.e2e import deployment
 
 # Conductor power sync runs every 2 s here: 3 rounds and some slack.
 SYNC_WINDOW = 7.0
+SETTLE = 3.0
 
 PART1 = {
     1: {
@@ -98,6 +99,11 @@ class EndToEndTestCase(base.TestCase):
 
     def assert_power_sync(self, placed):
         """Each node's power sync runs on its conductor, and only there."""
+        # Every process converges within a watch interval or two of the
+        # API: a sync started by the previous owner just before it saw
+        # the change may still run meanwhile (Ironic's lock keeps the two
+        # from working the node at once).
+        time.sleep(SETTLE)
         offsets = self.dep.log_offsets()
         time.sleep(SYNC_WINDOW)
         synced = self.dep.power_synced_since(offsets)
@@ -150,6 +156,23 @@ class EndToEndTestCase(base.TestCase):
             }
         )
         self.assert_power_sync(placed)
+        # What-if through the live command: conductor1 dies.
+        result = dep.cli(
+            'plan', '--live', '--down', self.name(1), '-f', 'json'
+        )
+        self.assertEqual(0, result.returncode, result.stderr)
+        moves = {
+            m['node']: (m['from'], m['to'])
+            for m in json.loads(result.stdout)['moves']
+        }
+        # node1 goes to conductor2; node2 has nowhere to go (network3).
+        self.assertEqual(
+            {
+                'node1': (self.name(1), self.name(2)),
+                'node2': (self.name(1), None),
+            },
+            moves,
+        )
 
         # conductor2 now strongly prefers rack10: node1 (and only node1,
         # since node2 carries conductor2's hard anti tag network3) moves.
@@ -182,12 +205,33 @@ class EndToEndTestCase(base.TestCase):
         self.assertIn('hard-anti-affinity tag(s) network2', message)
         self.assertIn('lacks hard-affinity tag(s) datacenter1', message)
 
+        # The live commands see it too; check fails for monitoring.
+        result = dep.cli('check', '-f', 'json')
+        self.assertEqual(1, result.returncode, result.stderr)
+        report = json.loads(result.stdout)
+        self.assertEqual(['orphan'], [o['node'] for o in report['orphans']])
+        self.assertIn(
+            'network2', report['orphans'][0]['reasons'][self.name(3)]
+        )
+        result = dep.cli('explain', 'orphan', '-f', 'json')
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertIsNone(json.loads(result.stdout)['conductor'])
+
         # The operator's way out: a conductor that may take it.
         dep.start_conductor(4, hard_affinity_tags='datacenter2')
         dep.wait_conductors(4)
         self.wait_placed({node: {self.name(4)}})
         status, body = dep.patch_node(node, 'note', 'x')
         self.assertEqual(200, status, body)
+        result = dep.cli('check', '-f', 'json')
+        self.assertEqual(0, result.returncode, result.stderr)
+        report = json.loads(result.stdout)
+        self.assertEqual([], report['orphans'])
+        # conductor4 is now its only valid conductor.
+        self.assertEqual(
+            [('orphan', self.name(4))],
+            [(s['node'], s['conductor']) for s in report['single_conductor']],
+        )
 
     def test_api_middleware_places_and_validates(self):
         # Ironic's own ironic-api, with [api] middleware = affinity only.
