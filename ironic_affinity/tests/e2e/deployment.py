@@ -201,12 +201,17 @@ class Deployment(fixtures.Fixture):
             handle.write('\n'.join(lines) + '\n')
         return path
 
-    def start_conductor(self, index: int, **tag_lists: str) -> None:
+    def start_conductor(
+        self,
+        index: int,
+        program: str = 'ironic-affinity-conductor',
+        **tag_lists: str,
+    ) -> None:
         path = self.write_tags(index, **tag_lists)
         self._start(
             'conductor%d' % index,
             [
-                _bin('ironic-affinity-conductor'),
+                _bin(program),
                 '--config-file',
                 self.conf,
                 '--config-file',
@@ -329,6 +334,10 @@ class Deployment(fixtures.Fixture):
             timeout=60,
             check=False,
         )
+
+    def log(self, name: str) -> str:
+        with open(os.path.join(self.dir, name + '.log'), 'rb') as handle:
+            return handle.read().decode(errors='replace')
 
     # Evidence from the conductors' own work
 

@@ -252,6 +252,27 @@ class EndToEndTestCase(base.TestCase):
         )
         self.assertEqual(200, status, body)
 
+    def test_unpatched_conductor_is_reported(self):
+        # One conductor started with Ironic's own ironic-conductor: it
+        # works nodes by the stock ring while the API routes by affinity.
+        dep = self.useFixture(deployment.Deployment())
+        dep.start_conductor(1)
+        dep.start_conductor(2, program='ironic-conductor')
+        dep.wait_conductors(1, 2)
+        self.dep = dep
+        node = dep.create_node('n1', 'rack1')
+        # Only the conductor in the group is given the node...
+        self.wait_placed({node: {self.name(1)}})
+        # ...and the API says loudly which one is not in the group.
+        dep.wait(
+            lambda: (
+                'Conductor(s) %s are active in Ironic but not in the '
+                'affinity group' % self.name(2) in dep.log('api')
+            ),
+            30,
+            'the API to report the unpatched conductor',
+        )
+
     def _failover(self, manager):
         """Seconds from a crash until the API routes the dead conductor's
         nodes elsewhere, with Ironic's default timers."""

@@ -1,0 +1,99 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The ring object Ironic's callers receive (no Ironic needed)."""
+
+from ironic_affinity import engine
+from ironic_affinity import profile
+from ironic_affinity.integration import ring
+from ironic_affinity.tests import base
+
+Conductor = profile.ConductorProfile.build
+
+
+class Refused(Exception):
+    pass
+
+
+class AffinityRingTestCase(base.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.tags = {
+            'node-a': frozenset({'dc1'}),
+            'node-b': frozenset({'dc9'}),
+        }
+        self.orphans = []
+        conductors = [
+            Conductor('c1', hard_affinity_tags='dc1', hardware_types=['x']),
+            Conductor('c2', soft_affinity_tags='dc1', hardware_types=['x']),
+            Conductor('c3', hardware_types=['x']),
+        ]
+        self.ring = ring.AffinityRing(
+            engine.PlacementEngine(conductors),
+            'x',
+            '',
+            ['c1', 'c2', 'c3'],
+            self.tags.get,
+            self._orphaned,
+            Refused,
+        )
+
+    def _orphaned(self, node, evaluation):
+        self.orphans.append(node)
+        return 'nobody wants %s' % node
+
+    def test_placed_by_tags(self):
+        # node-a carries dc1: c2 scores 1 (soft dc1), c1 and c3 score 0.
+        self.assertEqual({'c2'}, self.ring.get_nodes(b'node-a'))
+        # node-b lacks dc1, which c1 requires: c2 or c3, tied at 0.
+        self.assertIn(self.ring.get_nodes('node-b').pop(), {'c2', 'c3'})
+        self.assertEqual(frozenset({'c1', 'c2', 'c3'}), self.ring.nodes)
+
+    def test_unknown_node_goes_to_a_live_member(self):
+        # Node creation: its row (and tags) do not exist yet.
+        chosen = self.ring.get_nodes(b'new-node')
+        self.assertEqual(1, len(chosen))
+        self.assertLessEqual(chosen, {'c1', 'c2', 'c3'})
+        self.assertEqual(chosen, self.ring.get_nodes(b'new-node'))
+        self.assertEqual([], self.orphans)
+
+    def test_orphan_is_empty_and_pop_raises(self):
+        self.tags['lost'] = frozenset({'dc1'})
+        lonely = ring.AffinityRing(
+            engine.PlacementEngine(
+                [Conductor('c3', hard_affinity_tags='dc2')]
+            ),
+            'x',
+            '',
+            ['c3'],
+            self.tags.get,
+            self._orphaned,
+            Refused,
+        )
+        found = lonely.get_nodes(b'lost')
+        # A conductor's periodic task asks "host in ring.get_nodes()".
+        self.assertNotIn('c3', found)
+        self.assertEqual(0, len(found))
+        # The API pops, and gets the reason.
+        exc = self.assertRaises(Refused, found.pop)
+        self.assertEqual('nobody wants lost', str(exc))
+        self.assertEqual(['lost'], self.orphans)
+
+    def test_replicas_follow_fallback_order(self):
+        first = self.ring.get_nodes(b'node-a', replicas=1)
+        two = self.ring.get_nodes(b'node-a', replicas=2)
+        self.assertEqual(2, len(two))
+        self.assertLessEqual(first, two)
+        self.assertEqual({'c2'}, first)
+        without = self.ring.get_nodes(b'node-a', ignore_nodes=['c2'])
+        self.assertEqual(1, len(without))
+        self.assertNotIn('c2', without)
