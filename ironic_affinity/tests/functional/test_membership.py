@@ -17,6 +17,7 @@ plugin's default timers; the view is held by the test process, i.e. a
 second process, as an API service would hold it.
 """
 
+import json
 import os
 import signal
 import subprocess
@@ -146,6 +147,29 @@ class MembershipMixin:
         )
         self.assertFalse(snapshot.stale)
         self.assertLess(snapshot.age(), 5)
+
+    def test_members_command(self):
+        self.start_member('host-a:8091')
+        self.wait_view(lambda s: 'host-a:8091' in s.members)
+        path = os.path.join(self.conf_dir, 'host-a:8091.conf')
+        command = os.path.join(
+            os.path.dirname(sys.executable), 'ironic-affinity'
+        )
+        result = subprocess.run(
+            [command, '--config-file', path, 'members', '-f', 'json'],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        self.assertEqual(0, result.returncode, result.stderr)
+        report = json.loads(result.stdout)
+        self.assertTrue(report['readable'])
+        self.assertEqual(self.group, report['group'])
+        (member,) = report['members']
+        self.assertEqual('host-a:8091', member['name'])
+        self.assertEqual('network1, rack10:3', member['soft_affinity_tags'])
+        self.assertEqual(['dc1'], member['hard_affinity_tags'])
 
     def test_clean_leave(self):
         process = self.start_member('a')
