@@ -35,7 +35,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 
@@ -44,6 +43,7 @@ import testtools
 
 from ironic_affinity import conf as affinity_conf
 from ironic_affinity.membership import service
+from ironic_affinity.tests.functional import member_process
 from ironic_affinity.tests.functional import servers
 
 DRIVERS = {cls.driver: cls for cls in servers.ALL}
@@ -67,28 +67,11 @@ def _member(url: str, group: str, name: str, folder: str):  # type: ignore[no-un
             '[affinity]\nbackend_url = %s\ngroup_name = %s\n'
             'soft_affinity_tags = rack1\n' % (url, group)
         )
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            '-m',
-            'ironic_affinity.tests.functional.member_process',
-            '--config-file',
-            path,
-            '--name',
-            name,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+    process, joined = member_process.spawn(
+        path, name, stderr=subprocess.DEVNULL
     )
-    line: list[bytes] = []
-    reader = threading.Thread(
-        target=lambda: line.append(process.stdout.readline()),  # type: ignore[union-attr]
-        daemon=True,
-    )
-    reader.start()
-    reader.join(60)
     joined_at = time.monotonic()
-    if not line or line[0].strip() != b'joined':
+    if not joined:
         process.kill()
         raise RuntimeError('member %s did not join' % name)
     return process, joined_at

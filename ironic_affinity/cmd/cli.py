@@ -53,6 +53,16 @@ def _add_down(parser: Any) -> None:
     )
 
 
+def _add_format(parser: Any) -> None:
+    parser.add_argument(
+        '-f',
+        '--format',
+        choices=('table', 'json'),
+        default='table',
+        help=_('Output format (default: table).'),
+    )
+
+
 def _add_timeout(parser: Any) -> None:
     parser.add_argument(
         '--timeout',
@@ -84,13 +94,7 @@ def _add_parsers(subparsers: Any) -> None:
     )
     _add_timeout(plan)
     _add_down(plan)
-    plan.add_argument(
-        '-f',
-        '--format',
-        choices=('table', 'json'),
-        default='table',
-        help=_('Output format (default: table).'),
-    )
+    _add_format(plan)
     plan.set_defaults(handler=_plan)
 
     explain = subparsers.add_parser(
@@ -108,13 +112,7 @@ def _add_parsers(subparsers: Any) -> None:
     )
     _add_timeout(explain)
     _add_down(explain)
-    explain.add_argument(
-        '-f',
-        '--format',
-        choices=('table', 'json'),
-        default='table',
-        help=_('Output format (default: table).'),
-    )
+    _add_format(explain)
     explain.set_defaults(handler=_explain)
 
     members = subparsers.add_parser(
@@ -124,13 +122,7 @@ def _add_parsers(subparsers: Any) -> None:
             'from the backend configured in [affinity] of ironic.conf.'
         ),
     )
-    members.add_argument(
-        '-f',
-        '--format',
-        choices=('table', 'json'),
-        default='table',
-        help=_('Output format (default: table).'),
-    )
+    _add_format(members)
     _add_timeout(members)
     members.set_defaults(handler=_members)
 
@@ -141,13 +133,7 @@ def _add_parsers(subparsers: Any) -> None:
             '(exit status 1), and with only one. For monitoring.'
         ),
     )
-    check.add_argument(
-        '-f',
-        '--format',
-        choices=('table', 'json'),
-        default='table',
-        help=_('Output format (default: table).'),
-    )
+    _add_format(check)
     _add_timeout(check)
     check.set_defaults(handler=_check)
 

@@ -19,8 +19,10 @@ It prints "joined" once it is in the group.
 """
 
 import signal
+import subprocess
 import sys
 import threading
+from typing import IO
 
 from oslo_config import cfg
 from oslo_log import log
@@ -33,6 +35,36 @@ CLI_OPTS = [
     cfg.ListOpt('hardware-types'),
     cfg.StrOpt('conductor-group', default=''),
 ]
+
+
+def spawn(
+    config_file: str, name: str, *extra: str, stderr: int | IO[bytes]
+) -> tuple['subprocess.Popen[bytes]', bool]:
+    """Start a member process; return it and whether it said it joined
+    within a minute."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            '-m',
+            'ironic_affinity.tests.functional.member_process',
+            '--config-file',
+            config_file,
+            '--name',
+            name,
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+    )
+    line: list[bytes] = []
+    assert process.stdout is not None
+    reader = threading.Thread(
+        target=lambda: line.append(process.stdout.readline()),  # type: ignore[union-attr]
+        daemon=True,
+    )
+    reader.start()
+    reader.join(60)
+    return process, bool(line) and line[0].strip() == b'joined'
 
 
 def main() -> int:

@@ -35,6 +35,7 @@ from ironic_affinity import profile
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import service
 from ironic_affinity.tests import base
+from ironic_affinity.tests.functional import member_process
 from ironic_affinity.tests.functional import servers
 
 # The defaults of [affinity]: tests run with what operators get.
@@ -89,26 +90,10 @@ class MembershipMixin:
     def start_member(self, name, tags=None, extra=()):
         path = self._write_conf(name, TAGS if tags is None else tags)
         log = open(os.path.join(self.conf_dir, '%s.log' % name), 'ab')
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                '-m',
-                'ironic_affinity.tests.functional.member_process',
-                '--config-file',
-                path,
-                '--name',
-                name,
-                *extra,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=log,
-        )
+        process, joined = member_process.spawn(path, name, *extra, stderr=log)
         log.close()
         self.addCleanup(self._reap, process)
-        line = _readline(process, 60)
-        self.assertEqual(
-            'joined', line.strip(), 'member %s never joined' % name
-        )
+        self.assertTrue(joined, 'member %s never joined' % name)
         self.processes[name] = process
         return process
 
@@ -312,17 +297,6 @@ class OutageMixin:
             self.assertEqual({'a', 'b'}, set(snapshot.members), snapshot)
         for name in ('a', 'b'):
             self.assertIsNone(self.processes[name].poll())
-
-
-def _readline(process, timeout):
-    result = []
-    reader = threading.Thread(
-        target=lambda: result.append(process.stdout.readline().decode()),
-        daemon=True,
-    )
-    reader.start()
-    reader.join(timeout)
-    return result[0] if result else ''
 
 
 class FileMembershipTestCase(MembershipMixin, base.TestCase):
