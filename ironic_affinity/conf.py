@@ -176,9 +176,10 @@ MEMBERSHIP_OPTS = [
             'from the group, i.e. how long a dead conductor keeps its '
             'nodes. Passed to the tooz driver as its "timeout" unless the '
             'backend URL sets one (for ZooKeeper it is the session '
-            'timeout, which the server may bound). Also how long members '
-            'are kept after the backend comes back from an outage, so that '
-            'live conductors can rejoin before anything is re-placed.'
+            'timeout, which the server may bound). Members are kept for '
+            'twice this long after the backend comes back from an outage, '
+            'so that live conductors can rejoin before anything is '
+            're-placed.'
         ),
     ),
 ]

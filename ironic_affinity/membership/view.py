@@ -21,8 +21,8 @@ are dropped then and only then.
 Reading the group and finding it unreadable is not the same as finding
 it empty: on an outage the last view is kept (and marked stale, with its
 age), and when the backend comes back, or the group reappears empty after
-a backend restart, members of the last view are kept for one member
-timeout so that live conductors can rejoin before any node is re-placed.
+a backend restart, members of the last view are kept for twice the
+member timeout so that live conductors can rejoin before any node is re-placed.
 """
 
 from collections.abc import Callable
@@ -44,6 +44,9 @@ from ironic_affinity.membership import backend
 from ironic_affinity.membership import capabilities
 
 LOG = log.getLogger(__name__)
+
+# How many member timeouts members are held after an outage.
+HOLD_TIMEOUTS = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,7 +221,9 @@ class MemberView:
                 )
             self._outage_since = None
             self._hold = {**previous.members, **self._hold}
-            self._hold_until = now + self.timeout
+            # Twice the member timeout: a member's own client may need one
+            # timeout to give up on its old connection before it rejoins.
+            self._hold_until = now + HOLD_TIMEOUTS * self.timeout
         held = set()
         if self._hold and now < self._hold_until:
             for name, kept in self._hold.items():

@@ -34,6 +34,7 @@ from ironic_affinity import conf as affinity_conf
 from ironic_affinity import profile
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import service
+from ironic_affinity.membership import view
 from ironic_affinity.tests import base
 from ironic_affinity.tests.functional import member_process
 from ironic_affinity.tests.functional import servers
@@ -289,7 +290,9 @@ class OutageMixin:
         fresh = self._view()
         fresh.wait_for(lambda s: {'a', 'b'} <= set(s.members), 60)
         self.assertEqual({'a', 'b'}, set(fresh.snapshot().members))
-        time.sleep(TIMEOUT + 2 * WATCH)
+        # Past the hold, so that the view shows them on their own merit.
+        time.sleep(view.HOLD_TIMEOUTS * TIMEOUT + 2 * WATCH)
+        self.assertEqual(frozenset(), self.view.snapshot().held)
         done.set()
         sampler.join(5)
         # Never, during the outage or the recovery, did a member vanish.
