@@ -212,7 +212,12 @@ def _live(conf: cfg.ConfigOpts, args: Any) -> Any:
                 'error': snapshot.error,
             }
         )
-    deployment = live.read(conf, snapshot)
+    try:
+        deployment = live.read(conf, snapshot)
+    except live.DatabaseError as exc:
+        raise exception.AffinityError(
+            _("cannot read Ironic's database: %s") % exc
+        ) from exc
     if deployment.not_members:
         LOG.warning(
             'Active in Ironic but not in the affinity group, so given no '

@@ -88,10 +88,16 @@ def conductor() -> Any:
 
 
 def api() -> Any:
-    """ironic-affinity-api: ironic-api with affinity."""
+    """ironic-affinity-api: ironic-api with affinity.
+
+    Also loads the affinity API middleware unless [api]middleware is set,
+    so that bad node tags are refused at the door whichever way the API
+    is started.
+    """
     loader.install()
     from ironic.command import api as ironic_api
 
+    CONF.set_default('middleware', ['affinity'], group='api')
     return ironic_api.main()
 
 

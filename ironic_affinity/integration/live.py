@@ -60,6 +60,10 @@ _HARDWARE = sa.Table(
 )
 
 
+#: What reading the database may raise, for callers to report in one line.
+DatabaseError = sa.exc.SQLAlchemyError
+
+
 @dataclasses.dataclass(frozen=True)
 class Deployment:
     conductors: tuple[profile.ConductorProfile, ...]

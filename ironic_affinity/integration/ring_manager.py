@@ -175,6 +175,13 @@ class AffinityHashRingManager:
         snapshot = _STATE.view.snapshot()
         placer = self._engine(snapshot, active)
         live = hosts & set(snapshot.members)
+        if not live:
+            # Active in Ironic, but none in the group: as far as placement
+            # goes, nobody runs this hardware type. DriverNotFound is what
+            # every caller handles (conductors skip the node, the API
+            # answers 4xx); an empty ring would make Ironic's driver
+            # endpoints pick from an empty list.
+            raise ironic_exception.DriverNotFound(driver_name=driver_name)
         tags = _STATE.tags
         return ring.AffinityRing(
             placer,

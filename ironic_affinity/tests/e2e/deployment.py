@@ -159,9 +159,9 @@ class Deployment(fixtures.Fixture):
         )
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.addCleanup(self.stop_all)
-        self._start(
-            'api', [_bin('ironic-affinity-api'), '--config-file', self.conf]
-        )
+        # Ironic's own ironic-api with our middleware, or our launcher.
+        api = 'ironic-api' if self.middleware else 'ironic-affinity-api'
+        self._start('api', [_bin(api), '--config-file', self.conf])
         self.wait(lambda: self._get('/v1') is not None, 60, 'API up')
 
     def _drop_database(self, admin: sa.Engine) -> None:
