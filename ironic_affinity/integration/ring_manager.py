@@ -67,6 +67,12 @@ class _ProcessState:
     def start(self) -> None:
         # Lazily, on first use: the manager is built before Ironic has
         # finished reading its configuration in some processes.
+        if self.view is not None and self.tags is not None:
+            return
+        with self.lock:
+            self._start()
+
+    def _start(self) -> None:
         if self.view is None:
             member_view = service.member_view(CONF)
             member_view.start()
