@@ -283,8 +283,11 @@ class EndToEndTestCase(base.TestCase):
             dep.start_conductor(index)
         dep.wait_conductors(1, 2, 3)
         self.dep = dep
-        nodes = [dep.create_node('n%d' % i, '') for i in range(9)]
-        # Every conductor holds some node before the crash.
+        # 30 nodes: that one of three tied conductors gets none has a
+        # chance of 3 * (2/3)**30, about 1 in 70,000.
+        nodes = [dep.create_node('n%d' % i, '') for i in range(30)]
+        # Every conductor holds some node before the crash (the API sees
+        # a new conductor within Ironic's ring reset interval, 15 s).
         names = {self.name(i) for i in (1, 2, 3)}
         first = {}
 
