@@ -17,11 +17,9 @@ those that talk to live services read ironic.conf (the usual
 --config-file, /etc/ironic/ironic.conf by default).
 """
 
-import dataclasses
 import json
 import os
 import sys
-import threading
 from typing import Any
 
 from oslo_config import cfg
@@ -178,20 +176,7 @@ def _emit(data: dict[str, Any], text: str, fmt: str) -> None:
 
 
 def _read_view(conf: cfg.ConfigOpts, timeout: float) -> view.Snapshot:
-    member_view = service.member_view(conf)
-    # Some tooz drivers retry a refused connection for a minute: give the
-    # read a deadline and report an unreadable backend instead of hanging.
-    # A daemon thread, so that a read still hanging does not hold the
-    # command at exit.
-    reader = threading.Thread(target=member_view.refresh, daemon=True)
-    reader.start()
-    reader.join(timeout)
-    snapshot = member_view.snapshot()
-    if reader.is_alive():
-        snapshot = dataclasses.replace(
-            snapshot, error=_('no answer within %s s') % timeout
-        )
-    return snapshot
+    return service.member_view(conf).refresh_within(timeout)
 
 
 def _live(conf: cfg.ConfigOpts, args: Any) -> Any:

@@ -121,8 +121,9 @@ class MemberView:
         return self._snapshot
 
     def start(self) -> None:
-        """Read once now, then keep reading from a background thread."""
-        self.refresh()
+        """Read once now (for at most the member timeout), then keep
+        reading from a background thread."""
+        self.refresh_within(self.timeout)
         self._thread = threading.Thread(
             target=self._run, name='affinity-view', daemon=True
         )
@@ -148,6 +149,25 @@ class MemberView:
                 if left <= 0:
                     return None
                 self._changed.wait(left)
+
+    def refresh_within(self, seconds: float) -> Snapshot:
+        r""":meth:`refresh`, giving up waiting after \`\`seconds\`\`.
+
+        Some drivers retry a refused connection for about a minute (Redis)
+        before they fail: a caller that cannot wait that long gets the
+        last view, marked as unreadable. The read goes on in a daemon
+        thread, which never holds the process at exit.
+        """
+        reader = threading.Thread(
+            target=self.refresh, name='affinity-view-read', daemon=True
+        )
+        reader.start()
+        reader.join(seconds)
+        if not reader.is_alive():
+            return self._snapshot
+        return dataclasses.replace(
+            self._snapshot, error='no answer within %s s' % seconds
+        )
 
     def _run(self) -> None:
         while not self._stop.wait(self.watch_interval):

@@ -133,7 +133,12 @@ class RedisServer(Server):
     driver = 'redis'
     program = 'redis-server'
 
+    def __init__(self, password: str | None = None) -> None:
+        super().__init__()
+        self.password = password
+
     def command(self) -> list[str]:
+        auth = ['--requirepass', self.password] if self.password else []
         return [
             'redis-server',
             '--port', str(self.port),
@@ -141,11 +146,13 @@ class RedisServer(Server):
             '--save', '',
             '--appendonly', 'no',
             '--dir', self.dir,
+            *auth,
         ]  # fmt: skip
 
     @property
     def url(self) -> str:
-        return 'redis://127.0.0.1:%d' % self.port
+        auth = ':%s@' % self.password if self.password else ''
+        return 'redis://%s127.0.0.1:%d' % (auth, self.port)
 
 
 class EtcdServer(Server):

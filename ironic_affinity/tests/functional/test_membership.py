@@ -54,12 +54,17 @@ TAGS = {
 }
 
 
-class MembershipMixin:
+class MemberHelpers:
+    """A server, a view in this process, member processes."""
+
     server_class: type[servers.Server]
+
+    def make_server(self):
+        return self.server_class()
 
     def setUp(self):
         super().setUp()
-        self.server = self.useFixture(self.server_class())
+        self.server = self.useFixture(self.make_server())
         self.group = 'test-%s' % uuid.uuid4().hex[:8]
         self.conf_dir = self.useFixture(fixtures.TempDir()).path
         self.processes = {}
@@ -110,6 +115,10 @@ class MembershipMixin:
             snapshot, 'view never matched; last: %r' % (self.view.snapshot(),)
         )
         return snapshot
+
+
+class MembershipMixin(MemberHelpers):
+    """What every driver must do."""
 
     def test_join_with_capabilities(self):
         self.start_member(
@@ -300,6 +309,57 @@ class OutageMixin:
             self.assertEqual({'a', 'b'}, set(snapshot.members), snapshot)
         for name in ('a', 'b'):
             self.assertIsNone(self.processes[name].poll())
+
+
+class PasswordTestCase(MemberHelpers, base.TestCase):
+    """Redis with requirepass: it works, and the password shows nowhere."""
+
+    PASSWORD = 'S3cret-%s' % uuid.uuid4().hex[:8]
+
+    def make_server(self):
+        return servers.RedisServer(self.PASSWORD)
+
+    def _logs(self):
+        text = ''
+        for name in os.listdir(self.conf_dir):
+            if name.endswith('.log'):
+                with open(os.path.join(self.conf_dir, name)) as handle:
+                    text += handle.read()
+        return text
+
+    def test_password_protected_backend(self):
+        self.start_member('a', extra=['--debug'])
+        self.wait_view(lambda s: 'a' in s.members)
+        path = os.path.join(self.conf_dir, 'a.conf')
+        command = os.path.join(
+            os.path.dirname(sys.executable), 'ironic-affinity'
+        )
+        result = subprocess.run(
+            [command, '--config-file', path, '--debug', 'members'],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertIn(':***@127.0.0.1', result.stdout)
+        for text in (result.stdout, result.stderr, self._logs()):
+            self.assertNotIn(self.PASSWORD, text)
+
+    def test_wrong_password_is_an_outage_without_the_password(self):
+        wrong = self.server.url.replace(self.PASSWORD, 'Wr0ng-pass')
+        view = service.member_view(self._conf(wrong))
+        snapshot = view.refresh_within(5)
+        self.assertTrue(snapshot.stale)
+        self.assertNotIn('Wr0ng-pass', snapshot.error)
+
+    def _conf(self, url):
+        conf = cfg.ConfigOpts()
+        affinity_conf.register_opts(conf)
+        conf([], default_config_files=[])
+        conf.set_override('backend_url', url, group='affinity')
+        conf.set_override('group_name', self.group, group='affinity')
+        return conf
 
 
 class FileMembershipTestCase(MembershipMixin, base.TestCase):
