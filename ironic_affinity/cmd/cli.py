@@ -175,7 +175,8 @@ def _emit(data: dict[str, Any], text: str, fmt: str) -> None:
         print(text)
 
 
-def _read_view(conf: cfg.ConfigOpts, timeout: float) -> view.Snapshot:
+def read_view(conf: cfg.ConfigOpts, timeout: float) -> view.Snapshot:
+    r"""The group as configured, read once within \`\`timeout\`\`."""
     return service.member_view(conf).refresh_within(timeout)
 
 
@@ -188,7 +189,7 @@ def _live(conf: cfg.ConfigOpts, args: Any) -> Any:
             _('live commands need SQLAlchemy, as installed with Ironic: %s')
             % exc
         ) from exc
-    snapshot = _read_view(conf, args.timeout)
+    snapshot = read_view(conf, args.timeout)
     if snapshot.stale:
         raise exception.AffinityError(
             _('cannot read the membership group on %(url)s: %(error)s')
@@ -277,7 +278,7 @@ def _check(conf: cfg.ConfigOpts, args: Any) -> int:
 
 
 def _members(conf: cfg.ConfigOpts, args: Any) -> int:
-    snapshot = _read_view(conf, args.timeout)
+    snapshot = read_view(conf, args.timeout)
     url = backend.redact(backend.backend_url(conf))
     result = report.members(snapshot, url, conf.affinity.group_name)
     _emit(result, report.render_members(result), args.format)

@@ -335,6 +335,22 @@ class Deployment(fixtures.Fixture):
             check=False,
         )
 
+    def status(self) -> subprocess.CompletedProcess[str]:
+        """ironic-affinity-status upgrade check on this deployment."""
+        return subprocess.run(
+            [
+                _bin('ironic-affinity-status'),
+                '--config-file',
+                self.conf,
+                'upgrade',
+                'check',
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
     def log(self, name: str) -> str:
         with open(os.path.join(self.dir, name + '.log'), 'rb') as handle:
             return handle.read().decode(errors='replace')

@@ -213,6 +213,10 @@ class EndToEndTestCase(base.TestCase):
         self.assertIn(
             'network2', report['orphans'][0]['reasons'][self.name(3)]
         )
+        # The upgrade check warns (1) about it.
+        result = dep.status()
+        self.assertEqual(1, result.returncode, result.stdout)
+        self.assertIn('orphan', result.stdout)
         result = dep.cli('explain', 'orphan', '-f', 'json')
         self.assertEqual(0, result.returncode, result.stderr)
         self.assertIsNone(json.loads(result.stdout)['conductor'])
@@ -272,6 +276,10 @@ class EndToEndTestCase(base.TestCase):
             30,
             'the API to report the unpatched conductor',
         )
+        # The upgrade check fails (2), naming it.
+        result = dep.status()
+        self.assertEqual(2, result.returncode, result.stdout)
+        self.assertIn(self.name(2), result.stdout)
 
     def _failover(self, manager):
         """Seconds from a crash until the API routes the dead conductor's

@@ -1,0 +1,106 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""``ironic-affinity-status upgrade check``, as oslo.upgradecheck runs it.
+
+Run it where ``ironic-status upgrade check`` runs, with the same
+ironic.conf. It fails when a conductor that Ironic lists as active is not
+in the affinity group (it runs without the plugin, or cannot reach the
+backend, while others route by affinity) and warns about orphaned nodes.
+Exit status as oslo.upgradecheck defines it: 0 success, 1 warning, 2
+failure.
+"""
+
+import sys
+
+from oslo_config import cfg
+from oslo_upgradecheck import upgradecheck
+
+from ironic_affinity import conf as affinity_conf
+from ironic_affinity import report
+from ironic_affinity.cmd import cli
+from ironic_affinity.integration import live
+
+
+# oslo.upgradecheck is Ironic's dependency, absent where mypy runs.
+class Checks(upgradecheck.UpgradeCommands):  # type: ignore[misc]
+    """The checks of ironic-affinity."""
+
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        self.conf = conf
+        self._deployment: live.Deployment | None = None
+
+    def _read(self) -> live.Deployment:
+        if self._deployment is None:
+            snapshot = cli.read_view(
+                self.conf, self.conf.affinity.member_timeout * 2
+            )
+            if snapshot.stale:
+                raise RuntimeError(
+                    'the affinity group cannot be read: %s' % snapshot.error
+                )
+            self._deployment = live.read(self.conf, snapshot)
+        return self._deployment
+
+    def _check_membership(self) -> upgradecheck.Result:
+        try:
+            deployment = self._read()
+        except Exception as exc:  # noqa: BLE001 - reported as the result
+            return upgradecheck.Result(upgradecheck.Code.FAILURE, str(exc))
+        if deployment.not_members:
+            return upgradecheck.Result(
+                upgradecheck.Code.FAILURE,
+                'Conductor(s) %s are active in Ironic but not in the '
+                'affinity group: start them with ironic-affinity-conductor '
+                'and the same [affinity] backend, or set '
+                '[affinity]hash_ring_manager = stock everywhere.'
+                % ', '.join(sorted(deployment.not_members)),
+            )
+        return upgradecheck.Result(upgradecheck.Code.SUCCESS)
+
+    def _check_orphans(self) -> upgradecheck.Result:
+        try:
+            deployment = self._read()
+        except Exception as exc:  # noqa: BLE001 - reported as the result
+            return upgradecheck.Result(upgradecheck.Code.FAILURE, str(exc))
+        result = report.check(deployment.conductors, deployment.nodes)
+        if result['orphans']:
+            return upgradecheck.Result(
+                upgradecheck.Code.WARNING,
+                '%d node(s) have no valid conductor: %s. See '
+                '"ironic-affinity check".'
+                % (
+                    len(result['orphans']),
+                    ', '.join(o['node'] for o in result['orphans'][:10]),
+                ),
+            )
+        return upgradecheck.Result(upgradecheck.Code.SUCCESS)
+
+    _upgrade_checks = (
+        ('Affinity membership', _check_membership),
+        ('Orphaned nodes', _check_orphans),
+    )
+
+
+def main() -> int:
+    conf = cfg.ConfigOpts()
+    affinity_conf.register_opts(conf)
+    for group, opt in cli.LIVE_OPTS:
+        conf.register_opt(opt, group=group)
+    status: int = upgradecheck.main(
+        conf, project='ironic', upgrade_command=Checks(conf)
+    )
+    return status
+
+
+if __name__ == '__main__':
+    sys.exit(main())
