@@ -226,7 +226,11 @@ class MemberView:
         now = time.monotonic()
         members, rejected = self._decode(raw)
         previous = self._snapshot
-        if self._outage_since is not None or (vanished and previous.members):
+        # The group vanishing is news once, not on every read after it:
+        # else members held through it would be held again and again.
+        reset = vanished and not self._group_missing
+        self._group_missing = vanished
+        if self._outage_since is not None or reset:
             # Back from an outage, or the group vanished under us (the
             # backend restarted empty): live conductors rejoin within a
             # heartbeat or two, so do not re-place their nodes meanwhile.

@@ -310,6 +310,23 @@ class OutageMixin:
         for name in ('a', 'b'):
             self.assertIsNone(self.processes[name].poll())
 
+    def test_member_dead_during_outage_is_dropped_after_hold(self):
+        process = self.start_member('a')
+        self.wait_view(lambda s: 'a' in s.members)
+        self.server.stop()
+        process.kill()
+        process.wait(10)
+        self.wait_view(lambda s: s.stale, 120)
+        self.server.start()
+        self.wait_view(lambda s: not s.stale, 120)
+        # Held for a while (nothing is re-placed on the first read back),
+        # then gone: the view does not keep it forever, whether the group
+        # came back empty (Redis) or its entry expires (etcd, ZooKeeper).
+        self.wait_view(
+            lambda s: 'a' not in s.members,
+            view.HOLD_TIMEOUTS * TIMEOUT + TIMEOUT + 10,
+        )
+
 
 class PasswordTestCase(MemberHelpers, base.TestCase):
     """Redis with requirepass: it works, and the password shows nowhere."""
