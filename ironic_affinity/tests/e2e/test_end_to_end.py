@@ -28,6 +28,8 @@ from ironic_affinity.tests.e2e import deployment
 # Conductor power sync runs every 2 s here: 3 rounds and some slack.
 SYNC_WINDOW = 7.0
 SETTLE = 3.0
+# How long the coordination backend is stopped in the outage test.
+OUTAGE = 30.0
 
 PART1 = {
     1: {
@@ -280,6 +282,53 @@ class EndToEndTestCase(base.TestCase):
         result = dep.status()
         self.assertEqual(2, result.returncode, result.stdout)
         self.assertIn(self.name(2), result.stdout)
+
+    def test_backend_outage_moves_nothing(self):
+        # The coordination backend stops for 30 s under a running API and
+        # conductors: no node changes conductor, nothing crashes, and
+        # everything recovers by itself.
+        dep = self.deploy(EDIT2)
+        nodes = {
+            dep.create_node('node1', 'rack10, network1, datacenter1'): {
+                self.name(1)
+            },
+            dep.create_node('node2', 'rack20, network3, datacenter1'): {
+                self.name(1)
+            },
+            dep.create_node('node3', 'rack30, network1, datacenter2'): {
+                self.name(3)
+            },
+        }
+        placed = self.wait_placed(nodes)
+        dep.redis.stop()
+        deadline = time.monotonic() + OUTAGE
+        while time.monotonic() < deadline:
+            for node, conductor in placed.items():
+                self.assertEqual(conductor, dep.conductor_of(node), node)
+            time.sleep(1)
+        for name, process in dep.processes.items():
+            self.assertIsNone(process.poll(), name)
+        dep.redis.start()
+        # Every conductor rejoins by itself...
+        dep.wait(
+            lambda: (
+                dep.cli('members', '-f', 'json').returncode == 0
+                and len(
+                    json.loads(dep.cli('members', '-f', 'json').stdout)[
+                        'members'
+                    ]
+                )
+                == 3
+            ),
+            60,
+            'three members after the backend came back',
+        )
+        # ...and nodes never moved, through the recovery either.
+        for _ in range(10):
+            for node, conductor in placed.items():
+                self.assertEqual(conductor, dep.conductor_of(node), node)
+            time.sleep(1)
+        self.assert_power_sync(placed)
 
     def _failover(self, manager):
         """Seconds from a crash until the API routes the dead conductor's
