@@ -107,6 +107,16 @@ class Member:
         wanted = self._capabilities
         if self.name not in members:
             self._join(wanted)
+        elif self._published is None:
+            # In the group before we ever joined: the entry of a previous
+            # run under this name that has not expired yet. Our beats now
+            # keep it alive, with our profile.
+            self._publish(wanted)
+            LOG.info(
+                'Conductor %(name)s found its entry in group %(group)s, '
+                'left by a previous run: taking the entry over',
+                {'name': self.name, 'group': self.group.decode()},
+            )
         elif self._published != wanted:
             self._publish(wanted)
             LOG.info(

@@ -330,6 +330,55 @@ class EndToEndTestCase(base.TestCase):
             time.sleep(1)
         self.assert_power_sync(placed)
 
+    def test_flapping_conductor_leaves_no_ghost(self):
+        # conductor2 crashes and restarts five times within about a
+        # minute; in the end every node is where the rule says and the
+        # group holds exactly the three live conductors.
+        dep = self.deploy(EDIT2)
+        node1 = dep.create_node('node1', 'rack10, network1, datacenter1')
+        node2 = dep.create_node('node2', 'rack20, network3, datacenter1')
+        node3 = dep.create_node('node3', 'rack30, network1, datacenter2')
+        expected = {
+            node1: {self.name(1)},
+            node2: {self.name(1)},
+            node3: {self.name(3)},
+        }
+        self.wait_placed(expected)
+
+        def three_members():
+            result = dep.cli('members', '-f', 'json')
+            if result.returncode != 0:
+                return False
+            names = [m['name'] for m in json.loads(result.stdout)['members']]
+            return sorted(names) == [self.name(i) for i in (1, 2, 3)]
+
+        def joins():
+            # A new process either joins, or takes over the entry its
+            # crashed predecessor left (until that one would expire).
+            log = dep.log('conductor2')
+            return sum(
+                log.count(marker)
+                for marker in (
+                    'joined group',
+                    'taking the entry over',
+                    'Taking the entry over',
+                )
+            )
+
+        start = time.monotonic()
+        for _ in range(5):
+            before = joins()
+            dep.crash(2)
+            dep.start_conductor(2, **EDIT2[2])
+            # Each new process is really in the group before the next
+            # crash.
+            dep.wait(lambda b=before: joins() > b, 60, 'conductor2 to join')
+        flapped = time.monotonic() - start
+        self.assertLess(flapped, 90)
+        dep.wait(three_members, 60, 'exactly the three live members')
+        placed = self.wait_placed(expected)
+        self.assert_power_sync(placed)
+
     def _failover(self, manager):
         """Seconds from a crash until the API routes the dead conductor's
         nodes elsewhere, with Ironic's default timers."""
