@@ -61,6 +61,9 @@ class _ProcessState:
         self.active_at = 0.0
         self.engine_key: tuple[Any, ...] | None = None
         self.engine: engine.PlacementEngine | None = None
+        # Rings by (engine key, hardware type, group, use_groups); None
+        # where no live conductor runs that. Emptied on each new engine.
+        self.rings: dict[tuple[Any, ...], ring.AffinityRing | None] = {}
         self.warned_orphans: dict[str, tuple[Any, ...]] = {}
         self.warned_missing: frozenset[str] = frozenset()
 
@@ -89,6 +92,13 @@ class _ProcessState:
 
 
 _STATE = _ProcessState()
+
+
+def _engine_key(
+    snapshot: view.Snapshot, active: dict[str, set[str]]
+) -> tuple[int, int]:
+    # The active dict object is replaced only when its content changes.
+    return (snapshot.version, id(active))
 
 
 class AffinityHashRingManager:
@@ -124,13 +134,14 @@ class AffinityHashRingManager:
     def _engine(
         self, snapshot: view.Snapshot, active: dict[str, set[str]]
     ) -> engine.PlacementEngine:
-        key = (snapshot.version, id(active))
+        key = _engine_key(snapshot, active)
         if _STATE.engine_key == key and _STATE.engine is not None:
             return _STATE.engine
         profiles = candidates.live_profiles(snapshot.members, active)
         self._warn_missing(snapshot, active)
         placer = engine.PlacementEngine(profiles)
         _STATE.engine_key, _STATE.engine = key, placer
+        _STATE.rings = {}
         return placer
 
     def _warn_missing(
@@ -169,32 +180,57 @@ class AffinityHashRingManager:
         if not active:
             raise ironic_exception.TemporaryFailure()
         group = (conductor_group or '') if self.use_groups else ''
+        snapshot = _STATE.view.snapshot()
+        placer = self._engine(snapshot, active)
+        # Ironic asks for a ring on every lookup: build each once per
+        # engine (i.e. per membership and active-conductor change).
+        # Keyed by the engine's own key too: a ring built by a thread that
+        # raced a membership change must never serve the new membership.
+        ring_key = (
+            _engine_key(snapshot, active),
+            driver_name,
+            group,
+            self.use_groups,
+        )
+        if ring_key not in _STATE.rings:
+            _STATE.rings[ring_key] = self._build_ring(
+                placer, snapshot, active, driver_name, group
+            )
+        found = _STATE.rings[ring_key]
+        if found is None:
+            # None active in Ironic, or active but none in the group: as
+            # far as placement goes, nobody runs this hardware type.
+            # DriverNotFound is what every caller handles (conductors skip
+            # the node, the API answers 4xx); an empty ring would make
+            # Ironic's driver endpoints pick from an empty list.
+            raise ironic_exception.DriverNotFound(driver_name=driver_name)
+        return found
+
+    def _build_ring(
+        self,
+        placer: engine.PlacementEngine,
+        snapshot: view.Snapshot,
+        active: dict[str, set[str]],
+        driver_name: str,
+        group: str,
+    ) -> ring.AffinityRing | None:
         if self.use_groups:
-            hosts = active.get('%s:%s' % (group, driver_name))
+            hosts = active.get('%s:%s' % (group, driver_name), set())
         else:
             hosts = set()
             for key, found in active.items():
                 if key.rpartition(':')[2] == driver_name:
                     hosts |= found
-        if not hosts:
-            raise ironic_exception.DriverNotFound(driver_name=driver_name)
-        snapshot = _STATE.view.snapshot()
-        placer = self._engine(snapshot, active)
         live = hosts & set(snapshot.members)
         if not live:
-            # Active in Ironic, but none in the group: as far as placement
-            # goes, nobody runs this hardware type. DriverNotFound is what
-            # every caller handles (conductors skip the node, the API
-            # answers 4xx); an empty ring would make Ironic's driver
-            # endpoints pick from an empty list.
-            raise ironic_exception.DriverNotFound(driver_name=driver_name)
-        tags = _STATE.tags
+            return None
+        assert _STATE.tags is not None
         return ring.AffinityRing(
             placer,
             driver_name,
             group.lower(),
             live,
-            tags.get,
+            _STATE.tags.get,
             self._orphaned,
             lambda reason: ironic_exception.NoValidHost(reason=reason),
         )
