@@ -32,7 +32,6 @@ from ironic_affinity import scenario
 from ironic_affinity._i18n import _
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import service
-from ironic_affinity.membership import view
 
 LOG = log.getLogger(__name__)
 
@@ -175,11 +174,6 @@ def _emit(data: dict[str, Any], text: str, fmt: str) -> None:
         print(text)
 
 
-def read_view(conf: cfg.ConfigOpts, timeout: float) -> view.Snapshot:
-    r"""The group as configured, read once within \`\`timeout\`\`."""
-    return service.member_view(conf).refresh_within(timeout)
-
-
 def _live(conf: cfg.ConfigOpts, args: Any) -> Any:
     """The running deployment, as the ring manager sees it."""
     try:
@@ -189,21 +183,7 @@ def _live(conf: cfg.ConfigOpts, args: Any) -> Any:
             _('live commands need SQLAlchemy, as installed with Ironic: %s')
             % exc
         ) from exc
-    snapshot = read_view(conf, args.timeout)
-    if snapshot.stale:
-        raise exception.AffinityError(
-            _('cannot read the membership group on %(url)s: %(error)s')
-            % {
-                'url': backend.redact(backend.backend_url(conf)),
-                'error': snapshot.error,
-            }
-        )
-    try:
-        deployment = live.read(conf, snapshot)
-    except live.DatabaseError as exc:
-        raise exception.AffinityError(
-            _("cannot read Ironic's database: %s") % exc
-        ) from exc
+    deployment = live.load(conf, args.timeout)
     if deployment.not_members:
         LOG.warning(
             'Active in Ironic but not in the affinity group, so given no '
@@ -278,7 +258,7 @@ def _check(conf: cfg.ConfigOpts, args: Any) -> int:
 
 
 def _members(conf: cfg.ConfigOpts, args: Any) -> int:
-    snapshot = read_view(conf, args.timeout)
+    snapshot = service.member_view(conf).refresh_within(args.timeout)
     url = backend.redact(backend.backend_url(conf))
     result = report.members(snapshot, url, conf.affinity.group_name)
     _emit(result, report.render_members(result), args.format)

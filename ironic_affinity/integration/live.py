@@ -30,22 +30,16 @@ import sqlalchemy as sa
 from ironic_affinity import candidates
 from ironic_affinity import exception
 from ironic_affinity import profile
+from ironic_affinity._i18n import _
 from ironic_affinity.integration import node_tags
+from ironic_affinity.membership import backend
+from ironic_affinity.membership import service
 from ironic_affinity.membership import view
 
-_META = sa.MetaData()
-_NODES = sa.Table(
-    'nodes',
-    _META,
-    sa.Column('uuid', sa.String(36)),
-    sa.Column('name', sa.String(255)),
-    sa.Column('driver', sa.String(255)),
-    sa.Column('conductor_group', sa.String(255)),
-    sa.Column('extra', sa.Text),
-)
+_NODES = node_tags.NODES
 _CONDUCTORS = sa.Table(
     'conductors',
-    _META,
+    node_tags.METADATA,
     sa.Column('id', sa.Integer),
     sa.Column('hostname', sa.String(255)),
     sa.Column('conductor_group', sa.String(255)),
@@ -54,14 +48,10 @@ _CONDUCTORS = sa.Table(
 )
 _HARDWARE = sa.Table(
     'conductor_hardware_interfaces',
-    _META,
+    node_tags.METADATA,
     sa.Column('conductor_id', sa.Integer),
     sa.Column('hardware_type', sa.String(255)),
 )
-
-
-#: What reading the database may raise, for callers to report in one line.
-DatabaseError = sa.exc.SQLAlchemyError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +81,28 @@ def _active(connection: Any, timeout: int) -> dict[str, set[str]]:
     for host, group, hardware_type in connection.execute(query):
         active['%s:%s' % (group or '', hardware_type)].add(host)
     return dict(active)
+
+
+def load(conf: cfg.ConfigOpts, timeout: float) -> Deployment:
+    r"""Read the group (within \`\`timeout\`\` seconds) and the database.
+
+    :raises: AffinityError, in one line, when either cannot be read.
+    """
+    snapshot = service.member_view(conf).refresh_within(timeout)
+    if snapshot.stale:
+        raise exception.AffinityError(
+            _('cannot read the membership group on %(url)s: %(error)s')
+            % {
+                'url': backend.redact(backend.backend_url(conf)),
+                'error': snapshot.error,
+            }
+        )
+    try:
+        return read(conf, snapshot)
+    except sa.exc.SQLAlchemyError as exc:
+        raise exception.AffinityError(
+            _("cannot read Ironic's database: %s") % exc
+        ) from exc
 
 
 def read(conf: cfg.ConfigOpts, snapshot: view.Snapshot) -> Deployment:

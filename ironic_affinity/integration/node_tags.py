@@ -45,12 +45,16 @@ LOG = log.getLogger(__name__)
 # thus read a few times over this window; an unchanged one never again.
 MARGIN = datetime.timedelta(seconds=30)
 
-_METADATA = sa.MetaData()
-# Only the columns we use; Ironic owns the schema.
-_NODES = sa.Table(
+METADATA = sa.MetaData()
+# Ironic's nodes table, only the columns this project reads (here and in
+# the live commands); Ironic owns the schema.
+NODES = sa.Table(
     'nodes',
-    _METADATA,
+    METADATA,
     sa.Column('uuid', sa.String(36)),
+    sa.Column('name', sa.String(255)),
+    sa.Column('driver', sa.String(255)),
+    sa.Column('conductor_group', sa.String(255)),
     sa.Column('extra', sa.Text),
     sa.Column('created_at', sa.DateTime),
     sa.Column('updated_at', sa.DateTime),
@@ -140,12 +144,12 @@ class NodeTagCache:
         now = time.monotonic()
         started = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
         full = self._since is None or now - self._last_scan >= self.rescan
-        query = sa.select(_NODES.c.uuid, _NODES.c.extra)
+        query = sa.select(NODES.c.uuid, NODES.c.extra)
         if self._since is not None:
             since = self._since - MARGIN
             query = query.where(
                 sa.or_(
-                    _NODES.c.updated_at >= since, _NODES.c.created_at >= since
+                    NODES.c.updated_at >= since, NODES.c.created_at >= since
                 )
             )
         with self._engine.connect() as connection:
@@ -154,7 +158,7 @@ class NodeTagCache:
             if full and self._since is not None:
                 uuids = {
                     row[0]
-                    for row in connection.execute(sa.select(_NODES.c.uuid))
+                    for row in connection.execute(sa.select(NODES.c.uuid))
                 }
         self.last_rows = len(rows)
         changed = False

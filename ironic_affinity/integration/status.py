@@ -41,14 +41,9 @@ class Checks(upgradecheck.UpgradeCommands):  # type: ignore[misc]
 
     def _read(self) -> live.Deployment:
         if self._deployment is None:
-            snapshot = cli.read_view(
+            self._deployment = live.load(
                 self.conf, self.conf.affinity.member_timeout * 2
             )
-            if snapshot.stale:
-                raise RuntimeError(
-                    'the affinity group cannot be read: %s' % snapshot.error
-                )
-            self._deployment = live.read(self.conf, snapshot)
         return self._deployment
 
     def _check_membership(self) -> upgradecheck.Result:
