@@ -107,18 +107,25 @@ def _bin(name: str) -> str:
 
 
 class Deployment(fixtures.Fixture):
-    """API + conductors; conductor i is named 127.0.0.1:(8090+i)."""
+    """API + conductors; conductor i is named 127.0.0.1:(first_rpc_port+i-1).
+
+    Conductor names are fixed ports, not free ones, so that a conductor
+    restarted under test comes back under the same name, as in production.
+    A script running beside the tests (the soak) passes another block.
+    """
 
     def __init__(
         self,
         manager: str = 'affinity',
         timers: dict[str, int] | None = None,
         middleware: bool = False,
+        first_rpc_port: int = FIRST_RPC_PORT,
     ) -> None:
         """:param middleware: run Ironic's own ironic-api with
         [api]middleware = affinity instead of our API launcher."""
         super().__init__()
         self.middleware = middleware
+        self.first_rpc_port = first_rpc_port
         self.manager = manager
         self.timers = CI_TIMERS if timers is None else timers
 
@@ -186,7 +193,7 @@ class Deployment(fixtures.Fixture):
         log.close()
 
     def conductor_name(self, index: int) -> str:
-        return '127.0.0.1:%d' % (FIRST_RPC_PORT + index - 1)
+        return '127.0.0.1:%d' % (self.first_rpc_port + index - 1)
 
     def write_tags(self, index: int, **tag_lists: str) -> str:
         path = os.path.join(self.dir, 'conductor%d.conf' % index)
@@ -194,7 +201,7 @@ class Deployment(fixtures.Fixture):
             '[DEFAULT]',
             'host = 127.0.0.1',
             '[json_rpc]',
-            'port = %d' % (FIRST_RPC_PORT + index - 1),
+            'port = %d' % (self.first_rpc_port + index - 1),
             '[affinity]',
         ] + ['%s = %s' % item for item in sorted(tag_lists.items())]
         with open(path, 'w') as handle:
