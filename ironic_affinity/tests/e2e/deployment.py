@@ -120,12 +120,15 @@ class Deployment(fixtures.Fixture):
         timers: dict[str, int] | None = None,
         middleware: bool = False,
         first_rpc_port: int = FIRST_RPC_PORT,
+        postgres: str = POSTGRES,
     ) -> None:
         """:param middleware: run Ironic's own ironic-api with
         [api]middleware = affinity instead of our API launcher."""
         super().__init__()
         self.middleware = middleware
         self.first_rpc_port = first_rpc_port
+        #: SQLAlchemy URL of the PostgreSQL server, without a database.
+        self.postgres = postgres
         self.manager = manager
         self.timers = CI_TIMERS if timers is None else timers
 
@@ -133,8 +136,9 @@ class Deployment(fixtures.Fixture):
         self.dir = self.useFixture(fixtures.TempDir()).path
         self.redis = self.useFixture(servers.RedisServer())
         self.dbname = 'ironic_affinity_e2e_%s' % uuid.uuid4().hex[:10]
+        self.database_url = '%s/%s' % (self.postgres, self.dbname)
         admin = sa.create_engine(
-            POSTGRES + '/postgres', isolation_level='AUTOCOMMIT'
+            self.postgres + '/postgres', isolation_level='AUTOCOMMIT'
         )
         with admin.connect() as connection:
             connection.execute(sa.text('CREATE DATABASE %s' % self.dbname))
@@ -146,7 +150,7 @@ class Deployment(fixtures.Fixture):
                 _COMMON.format(
                     state=os.path.join(self.dir, 'state'),
                     api_port=self.api_port,
-                    database='%s/%s' % (POSTGRES, self.dbname),
+                    database=self.database_url,
                     backend=self.redis.url,
                     manager=self.manager,
                     middleware='affinity' if self.middleware else '',

@@ -14,106 +14,21 @@
 
 Evidence comes from Ironic itself: the node's ``conductor`` field in its
 REST API, and which conductor's periodic power sync works each node.
-Failover seconds are appended, as JSON lines, to the file named by
-IRONIC_AFFINITY_E2E_RESULTS when set (.ci/run prints them).
 """
 
 import json
-import os
 import time
 
-from ironic_affinity.tests import base
+from ironic_affinity.tests.e2e import base
 from ironic_affinity.tests.e2e import deployment
 
-# Conductor power sync runs every 2 s here: 3 rounds and some slack.
-SYNC_WINDOW = 7.0
-SETTLE = 3.0
 # How long the coordination backend is stopped in the outage test.
 OUTAGE = 30.0
 
-PART1 = {
-    1: {
-        'soft_affinity_tags': 'rack10, rack11, network1, network2, datacenter1'
-    },
-    2: {
-        'soft_affinity_tags': 'rack11, rack12, network1, datacenter1',
-        'hard_anti_affinity_tags': 'customer1',
-    },
-    3: {'soft_affinity_tags': 'network1, datacenter2'},
-}
-EDIT2 = {
-    1: {
-        'hard_affinity_tags': 'datacenter1',
-        'soft_anti_affinity_tags': 'rack20',
-        'soft_affinity_tags': 'rack10 network1 network2',
-    },
-    2: {
-        'hard_anti_affinity_tags': 'network3',
-        'hard_affinity_tags': 'datacenter1',
-        'soft_anti_affinity_tags': 'rack10',
-        'soft_affinity_tags': 'rack20 network1 network2',
-    },
-    3: {
-        'hard_anti_affinity_tags': 'network2 network3',
-        'hard_affinity_tags': 'datacenter2',
-        'soft_affinity_tags': 'rack30 network1 network2',
-    },
-}
-
-
-def _record(**figures):
-    path = os.environ.get('IRONIC_AFFINITY_E2E_RESULTS')
-    if path:
-        with open(path, 'a') as handle:
-            handle.write(json.dumps(figures) + '\n')
-
 
 class EndToEndTestCase(base.TestCase):
-    def deploy(self, conductors, manager='affinity', middleware=False):
-        dep = self.useFixture(
-            deployment.Deployment(manager, middleware=middleware)
-        )
-        for index, tag_lists in conductors.items():
-            dep.start_conductor(index, **tag_lists)
-        dep.wait_conductors(*conductors)
-        self.dep = dep
-        return dep
-
-    def name(self, index):
-        return self.dep.conductor_name(index)
-
-    def wait_placed(self, expected, timeout=30):
-        """Wait until the API shows every node on its expected conductor
-        (a set of acceptable ones, for tied nodes); return the mapping."""
-        seen = {}
-
-        def placed():
-            for node, wanted in expected.items():
-                seen[node] = self.dep.conductor_of(node)
-                if seen[node] not in wanted:
-                    return False
-            return True
-
-        self.dep.wait(
-            placed, timeout, 'placements %s, last %s' % (expected, seen)
-        )
-        return dict(seen)
-
-    def assert_power_sync(self, placed):
-        """Each node's power sync runs on its conductor, and only there."""
-        # Every process converges within a watch interval or two of the
-        # API: a sync started by the previous owner just before it saw
-        # the change may still run meanwhile (Ironic's lock keeps the two
-        # from working the node at once).
-        time.sleep(SETTLE)
-        offsets = self.dep.log_offsets()
-        time.sleep(SYNC_WINDOW)
-        synced = self.dep.power_synced_since(offsets)
-        for node, conductor in placed.items():
-            self.assertEqual({conductor}, synced.get(node), node)
-
     def test_rfe_part1_and_failover(self):
-        dep = self.deploy(PART1)
+        dep = self.deploy(base.PART1)
         node1 = dep.create_node('node1', 'rack10, network1, datacenter1')
         node2 = dep.create_node('node2', 'rack11')
         node3 = dep.create_node('node3', 'rack11, customer1')
@@ -137,7 +52,9 @@ class EndToEndTestCase(base.TestCase):
         }
         after = self.wait_placed(expected, 60)
         seconds = time.monotonic() - start
-        _record(test='rfe_part1', ring='affinity', failover_seconds=seconds)
+        base.record(
+            test='rfe_part1', ring='affinity', failover_seconds=seconds
+        )
         # Only conductor1's nodes moved.
         for node in (node1, node2, node3):
             if before[node] != self.name(1):
@@ -146,7 +63,7 @@ class EndToEndTestCase(base.TestCase):
         self.assert_power_sync(after)
 
     def test_rfe_edit2_and_tag_change(self):
-        dep = self.deploy(EDIT2)
+        dep = self.deploy(base.EDIT2)
         node1 = dep.create_node('node1', 'rack10, network1, datacenter1')
         node2 = dep.create_node('node2', 'rack20, network3, datacenter1')
         node3 = dep.create_node('node3', 'rack30, network1, datacenter2')
@@ -181,7 +98,7 @@ class EndToEndTestCase(base.TestCase):
         dep.reload(
             2,
             **dict(
-                EDIT2[2],
+                base.EDIT2[2],
                 soft_affinity_tags='rack10:5 network1',
                 soft_anti_affinity_tags='',
             ),
@@ -196,7 +113,7 @@ class EndToEndTestCase(base.TestCase):
         self.assert_power_sync(moved)
 
     def test_orphan_refused_then_recovered(self):
-        dep = self.deploy(EDIT2)
+        dep = self.deploy(base.EDIT2)
         node = dep.create_node('orphan', 'rack30, network2, datacenter2')
         time.sleep(3)  # the node tag cache reads the new node
         self.assertIsNone(dep.conductor_of(node))
@@ -241,7 +158,7 @@ class EndToEndTestCase(base.TestCase):
 
     def test_api_middleware_places_and_validates(self):
         # Ironic's own ironic-api, with [api] middleware = affinity only.
-        dep = self.deploy(EDIT2, middleware=True)
+        dep = self.deploy(base.EDIT2, middleware=True)
         node1 = dep.create_node('node1', 'rack10, network1, datacenter1')
         node2 = dep.create_node('node2', 'rack20, network3, datacenter1')
         self.wait_placed({node1: {self.name(1)}, node2: {self.name(1)}})
@@ -287,7 +204,7 @@ class EndToEndTestCase(base.TestCase):
         # The coordination backend stops for 30 s under a running API and
         # conductors: no node changes conductor, nothing crashes, and
         # everything recovers by itself.
-        dep = self.deploy(EDIT2)
+        dep = self.deploy(base.EDIT2)
         nodes = {
             dep.create_node('node1', 'rack10, network1, datacenter1'): {
                 self.name(1)
@@ -334,7 +251,7 @@ class EndToEndTestCase(base.TestCase):
         # conductor2 crashes and restarts five times within about a
         # minute; in the end every node is where the rule says and the
         # group holds exactly the three live conductors.
-        dep = self.deploy(EDIT2)
+        dep = self.deploy(base.EDIT2)
         node1 = dep.create_node('node1', 'rack10, network1, datacenter1')
         node2 = dep.create_node('node2', 'rack20, network3, datacenter1')
         node3 = dep.create_node('node3', 'rack30, network1, datacenter2')
@@ -369,7 +286,7 @@ class EndToEndTestCase(base.TestCase):
         for _ in range(5):
             before = joins()
             dep.crash(2)
-            dep.start_conductor(2, **EDIT2[2])
+            dep.start_conductor(2, **base.EDIT2[2])
             # Each new process is really in the group before the next
             # crash.
             dep.wait(lambda b=before: joins() > b, 60, 'conductor2 to join')
@@ -415,7 +332,7 @@ class EndToEndTestCase(base.TestCase):
         seconds = time.monotonic() - start
         for node in set(nodes) - set(moving):
             self.assertEqual(first[node], dep.conductor_of(node))
-        _record(
+        base.record(
             test='failover_default_ironic_timers',
             ring=manager,
             failover_seconds=round(seconds, 2),

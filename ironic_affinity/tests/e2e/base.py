@@ -1,0 +1,110 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""What every end-to-end test case shares: the RFE's conductors, a
+deployment of them, and evidence read from Ironic.
+
+Failover seconds and other figures are appended, as JSON lines, to the
+file named by IRONIC_AFFINITY_E2E_RESULTS when set (.ci/run prints them).
+"""
+
+import json
+import os
+import time
+
+from ironic_affinity.tests import base
+from ironic_affinity.tests.e2e import deployment
+
+# Conductor power sync runs every 2 s here: 3 rounds and some slack.
+SYNC_WINDOW = 7.0
+SETTLE = 3.0
+
+PART1 = {
+    1: {
+        'soft_affinity_tags': 'rack10, rack11, network1, network2, datacenter1'
+    },
+    2: {
+        'soft_affinity_tags': 'rack11, rack12, network1, datacenter1',
+        'hard_anti_affinity_tags': 'customer1',
+    },
+    3: {'soft_affinity_tags': 'network1, datacenter2'},
+}
+EDIT2 = {
+    1: {
+        'hard_affinity_tags': 'datacenter1',
+        'soft_anti_affinity_tags': 'rack20',
+        'soft_affinity_tags': 'rack10 network1 network2',
+    },
+    2: {
+        'hard_anti_affinity_tags': 'network3',
+        'hard_affinity_tags': 'datacenter1',
+        'soft_anti_affinity_tags': 'rack10',
+        'soft_affinity_tags': 'rack20 network1 network2',
+    },
+    3: {
+        'hard_anti_affinity_tags': 'network2 network3',
+        'hard_affinity_tags': 'datacenter2',
+        'soft_affinity_tags': 'rack30 network1 network2',
+    },
+}
+
+
+def record(**figures):
+    path = os.environ.get('IRONIC_AFFINITY_E2E_RESULTS')
+    if path:
+        with open(path, 'a') as handle:
+            handle.write(json.dumps(figures) + '\n')
+
+
+class TestCase(base.TestCase):
+    def deploy(self, conductors, manager='affinity', **options):
+        """Start the API and the given conductors; options go to
+        deployment.Deployment."""
+        dep = self.useFixture(deployment.Deployment(manager, **options))
+        for index, tag_lists in conductors.items():
+            dep.start_conductor(index, **tag_lists)
+        dep.wait_conductors(*conductors)
+        self.dep = dep
+        return dep
+
+    def name(self, index):
+        return self.dep.conductor_name(index)
+
+    def wait_placed(self, expected, timeout=30):
+        """Wait until the API shows every node on its expected conductor
+        (a set of acceptable ones, for tied nodes); return the mapping."""
+        seen = {}
+
+        def placed():
+            for node, wanted in expected.items():
+                seen[node] = self.dep.conductor_of(node)
+                if seen[node] not in wanted:
+                    return False
+            return True
+
+        self.dep.wait(
+            placed, timeout, 'placements %s, last %s' % (expected, seen)
+        )
+        return dict(seen)
+
+    def assert_power_sync(self, placed):
+        """Each node's power sync runs on its conductor, and only there."""
+        # Every process converges within a watch interval or two of the
+        # API: a sync started by the previous owner just before it saw
+        # the change may still run meanwhile (Ironic's lock keeps the two
+        # from working the node at once).
+        time.sleep(SETTLE)
+        offsets = self.dep.log_offsets()
+        time.sleep(SYNC_WINDOW)
+        synced = self.dep.power_synced_since(offsets)
+        for node, conductor in placed.items():
+            self.assertEqual({conductor}, synced.get(node), node)
