@@ -74,6 +74,34 @@ def _install_membership() -> None:
     rpc_service.RPCService.start = start
     rpc_service.RPCService.stop = stop
     rpc_service.RPCService._affinity_wrapped = True
+    _note_reloads()
+
+
+def _note_reloads() -> None:
+    """Tell membership when the worker restarts for a SIGHUP.
+
+    Ironic 39 runs the conductor under cotyledon, whose workers handle
+    SIGHUP by reloading options and then terminating, to be started again
+    at once (oslo.service's wrapper does not implement reload). Even a
+    SIGHUP that changes no option does this, so the options' mutate hook
+    is not enough to tell that stop from a shutdown.
+    """
+    try:
+        import cotyledon
+    except ImportError:  # another oslo.service backend: no restart
+        return
+    from ironic_affinity.membership import service
+
+    original = cotyledon.Service.reload
+    if getattr(original, '_affinity_wrapped', False):
+        return
+
+    def reload(self: Any) -> None:
+        service.reload_requested()
+        original(self)
+
+    reload._affinity_wrapped = True  # type: ignore[attr-defined]
+    cotyledon.Service.reload = reload
 
 
 def conductor() -> Any:

@@ -17,10 +17,11 @@ ironic.conf is then all it takes. Ironic loads middleware once, in the
 API's parent process before it forks workers, so installing the hash-ring
 manager here puts it in every worker.
 
-The middleware also refuses bad affinity tags at the door: a node create
-or update whose ``extra`` affinity value is of the wrong type, breaks the
-tag grammar or is too long answers 400 before anything reaches the
-database.
+It also announces the API process in the group of API processes (see
+ironic_affinity.membership.service), for the upgrade check, and refuses
+bad affinity tags at the door: a node create or update whose ``extra``
+affinity value is of the wrong type, breaks the tag grammar or is too
+long answers 400 before anything reaches the database.
 """
 
 from collections.abc import Callable
@@ -36,6 +37,7 @@ from oslo_log import log
 from ironic_affinity import exception
 from ironic_affinity.integration import loader
 from ironic_affinity.integration import node_tags
+from ironic_affinity.membership import service
 
 LOG = log.getLogger(__name__)
 
@@ -52,6 +54,9 @@ class AffinityMiddleware:
     def __init__(self, app: WSGIApp) -> None:
         loader.install()
         self.app = app
+        if CONF.affinity.hash_ring_manager == 'affinity':
+            # Lets the upgrade check tell this API from one without us.
+            service.announce_api(CONF)
         LOG.info(
             'ironic-affinity middleware loaded: hash-ring manager %(name)s',
             {'name': CONF.affinity.hash_ring_manager},

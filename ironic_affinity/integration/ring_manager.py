@@ -59,6 +59,7 @@ class _ProcessState:
         self.tags: node_tags.NodeTagCache | None = None
         self.active: dict[str, set[str]] = {}
         self.active_at = 0.0
+        self.active_failing = False
         self.engine_key: tuple[Any, ...] | None = None
         self.engine: engine.PlacementEngine | None = None
         # Rings by (engine key, hardware type, group, use_groups); None
@@ -120,9 +121,35 @@ class AffinityHashRingManager:
             return _STATE.active
         with _STATE.lock:
             if not self.cache or _STATE.active_at < limit:
-                active = objects.Conductor.get_active_hardware_type_dict(
-                    ironic_context.get_admin_context(), use_groups=True
-                )
+                try:
+                    active = objects.Conductor.get_active_hardware_type_dict(
+                        ironic_context.get_admin_context(), use_groups=True
+                    )
+                except Exception as exc:
+                    if not _STATE.active:
+                        raise
+                    # The database is away (restart, failover): keep the
+                    # conductors last seen active rather than drop every
+                    # node; membership still removes a dead one. Retried
+                    # after the reset interval, not on every lookup.
+                    if not _STATE.active_failing:
+                        LOG.warning(
+                            'Cannot read the active conductors from the '
+                            'database (%(error)s); placing over the %(count)d '
+                            'last seen until it answers again.',
+                            {
+                                'error': exc,
+                                'count': len(
+                                    set().union(*_STATE.active.values())
+                                ),
+                            },
+                        )
+                    _STATE.active_failing = True
+                    _STATE.active_at = time.monotonic()
+                    return _STATE.active
+                if _STATE.active_failing:
+                    LOG.info('Active conductors readable again')
+                    _STATE.active_failing = False
                 fresh = {k: set(v) for k, v in active.items()}
                 # Keep the same object while nothing changed: the engine
                 # (and its placement memo) is keyed by it.

@@ -15,7 +15,9 @@
 Run it where ``ironic-status upgrade check`` runs, with the same
 ironic.conf. It fails when a conductor that Ironic lists as active is not
 in the affinity group (it runs without the plugin, or cannot reach the
-backend, while others route by affinity) and warns about orphaned nodes.
+backend, while others route by affinity), fails when conductors run the
+plugin but no API process announces it (the API routes requests by
+Ironic's own ring meanwhile), and warns about orphaned nodes.
 Exit status as oslo.upgradecheck defines it: 0 success, 1 warning, 2
 failure.
 """
@@ -29,6 +31,8 @@ from ironic_affinity import conf as affinity_conf
 from ironic_affinity import report
 from ironic_affinity.cmd import cli
 from ironic_affinity.integration import live
+from ironic_affinity.membership import backend
+from ironic_affinity.membership import service
 
 
 # oslo.upgradecheck is Ironic's dependency, absent where mypy runs.
@@ -62,6 +66,28 @@ class Checks(upgradecheck.UpgradeCommands):  # type: ignore[misc]
             )
         return upgradecheck.Result(upgradecheck.Code.SUCCESS)
 
+    def _check_api(self) -> upgradecheck.Result:
+        try:
+            deployment = self._read()
+            apis = service.api_processes(
+                self.conf, self.conf.affinity.member_timeout * 2
+            )
+        except Exception as exc:  # noqa: BLE001 - reported as the result
+            return upgradecheck.Result(
+                upgradecheck.Code.FAILURE,
+                backend.scrub(str(exc), backend.backend_url(self.conf)),
+            )
+        if deployment.conductors and not apis:
+            return upgradecheck.Result(
+                upgradecheck.Code.FAILURE,
+                '%d conductor(s) place nodes by affinity, but no API '
+                'process announces ironic-affinity in group %s: the API '
+                'routes requests by Ironic\'s own hash ring. Start it with '
+                'ironic-affinity-api, or add "affinity" to [api]middleware.'
+                % (len(deployment.conductors), service.api_group(self.conf)),
+            )
+        return upgradecheck.Result(upgradecheck.Code.SUCCESS)
+
     def _check_orphans(self) -> upgradecheck.Result:
         try:
             deployment = self._read()
@@ -82,6 +108,7 @@ class Checks(upgradecheck.UpgradeCommands):  # type: ignore[misc]
 
     _upgrade_checks = (
         ('Affinity membership', _check_membership),
+        ('API with affinity', _check_api),
         ('Orphaned nodes', _check_orphans),
     )
 

@@ -10,7 +10,11 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""A conductor's own membership: join, heartbeat, publish, rejoin, leave.
+"""A process's own membership: join, heartbeat, publish, rejoin, leave.
+
+Conductors are members of the affinity group, with their profile as
+capabilities; API processes of a group of their own (so the upgrade
+check can tell whether any runs the plugin). Both use this class.
 
 One real thread (not a green thread) owns the tooz coordinator and does
 all of it, so the coordinator is never used from two threads at once and
@@ -28,30 +32,33 @@ from oslo_log import log
 import tooz
 from tooz import coordination
 
-from ironic_affinity import profile
 from ironic_affinity.membership import backend
-from ironic_affinity.membership import capabilities
 
 LOG = log.getLogger(__name__)
 
 
 class Member:
-    """Keeps one conductor in the group, with its profile published."""
+    """Keeps one process in a group, with its capabilities published."""
 
     def __init__(
         self,
         url: str,
         group: str,
-        conductor: profile.ConductorProfile,
+        name: str,
+        published: dict[str, object],
         heartbeat_interval: float,
         timeout: int,
+        role: str = 'Conductor',
     ) -> None:
+        """:param published: the capabilities to publish (JSON-able).
+        :param role: how log lines name this member."""
         self.url = url
         self.group = group.encode('utf-8')
-        self.name = conductor.name
+        self.name = name
+        self.role = role
         self.heartbeat_interval = heartbeat_interval
         self.timeout = timeout
-        self._capabilities = capabilities.encode(conductor)
+        self._capabilities = published
         self._published: dict[str, object] | None = None
         self._coordinator: coordination.CoordinationDriver | None = None
         self._started = False
@@ -59,6 +66,7 @@ class Member:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._outage_since: float | None = None
+        self._leave_on_stop = True
         self.joined = threading.Event()
 
     def start(self) -> None:
@@ -68,17 +76,24 @@ class Member:
         )
         self._thread.start()
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Leave the group and stop: other processes re-place our nodes
-        at once instead of after the member timeout."""
+    def stop(self, timeout: float = 10.0, leave: bool = True) -> None:
+        """Stop beating.
+
+        :param leave: leave the group, so that other processes re-place
+            our nodes at once instead of after the member timeout. False
+            when this process is replaced by another under the same name
+            straight away: the entry, with the latest capabilities, is left
+            for it to take over, so nobody sees this member vanish.
+        """
+        self._leave_on_stop = leave
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def update(self, conductor: profile.ConductorProfile) -> None:
-        """Publish a new profile (tags reloaded on SIGHUP, say)."""
-        self._capabilities = capabilities.encode(conductor)
+    def update(self, published: dict[str, object]) -> None:
+        """Publish new capabilities (tags reloaded on SIGHUP, say)."""
+        self._capabilities = published
         self._wake.set()
 
     def _run(self) -> None:
@@ -90,7 +105,10 @@ class Member:
                 self._failed(exc)
             self._wake.wait(self.heartbeat_interval)
             self._wake.clear()
-        self._leave()
+        if self._leave_on_stop:
+            self._leave()
+        else:
+            self._hand_over()
 
     def _beat(self) -> None:
         if self._coordinator is None:
@@ -113,15 +131,19 @@ class Member:
             # keep it alive, with our profile.
             self._publish(wanted)
             LOG.info(
-                'Conductor %(name)s found its entry in group %(group)s, '
+                '%(role)s %(name)s found its entry in group %(group)s, '
                 'left by a previous run: taking the entry over',
-                {'name': self.name, 'group': self.group.decode()},
+                {
+                    'role': self.role,
+                    'name': self.name,
+                    'group': self.group.decode(),
+                },
             )
         elif self._published != wanted:
             self._publish(wanted)
             LOG.info(
-                'Published new affinity profile of conductor %(name)s',
-                {'name': self.name},
+                'Published new capabilities of %(role)s %(name)s',
+                {'role': self.role.lower(), 'name': self.name},
             )
         self._published = wanted
         self.joined.set()
@@ -153,10 +175,11 @@ class Member:
             # run of this conductor that died less than the member timeout
             # ago, or a second process started under the same name.
             LOG.warning(
-                'Conductor %(name)s is already in group %(group)s: another '
+                '%(role)s %(name)s is already in group %(group)s: another '
                 'process with this name runs, or a previous one died less '
                 'than %(timeout)s s ago. Taking the entry over.',
                 {
+                    'role': self.role,
                     'name': self.name,
                     'group': self.group.decode(),
                     'timeout': self.timeout,
@@ -165,8 +188,9 @@ class Member:
             self._publish(wanted)
         else:
             LOG.info(
-                'Conductor %(name)s joined group %(group)s on %(url)s',
+                '%(role)s %(name)s joined group %(group)s on %(url)s',
                 {
+                    'role': self.role,
                     'name': self.name,
                     'group': self.group.decode(),
                     'url': backend.redact(self.url),
@@ -200,9 +224,10 @@ class Member:
         if self._outage_since is None:
             self._outage_since = time.monotonic()
             LOG.warning(
-                'Conductor %(name)s cannot reach the coordination backend '
+                '%(role)s %(name)s cannot reach the coordination backend '
                 '%(url)s: %(error)s. Retrying every %(interval)s s.',
                 {
+                    'role': self.role,
                     'name': self.name,
                     'url': backend.redact(self.url),
                     'error': backend.scrub(str(exc), self.url),
@@ -213,9 +238,10 @@ class Member:
     def _recovered(self) -> None:
         if self._outage_since is not None:
             LOG.info(
-                'Conductor %(name)s reached the coordination backend again '
+                '%(role)s %(name)s reached the coordination backend again '
                 'after %(seconds).1f s',
                 {
+                    'role': self.role,
                     'name': self.name,
                     'seconds': time.monotonic() - self._outage_since,
                 },
@@ -231,17 +257,44 @@ class Member:
         self._coordinator = None
         self._started = False
 
+    def _hand_over(self) -> None:
+        # One last beat publishes capabilities changed just before the
+        # stop (a reload). The client is not stopped: tooz would leave
+        # every group on stop.
+        try:
+            self._beat()
+        except Exception as exc:  # noqa: BLE001 - best effort on stop
+            LOG.warning(
+                '%(role)s %(name)s could not publish before handing over '
+                'its entry: %(error)s',
+                {
+                    'role': self.role,
+                    'name': self.name,
+                    'error': backend.scrub(str(exc), self.url),
+                },
+            )
+        LOG.info(
+            '%(role)s %(name)s stopped without leaving: its entry waits '
+            '%(timeout)s s for the next process under this name',
+            {'role': self.role, 'name': self.name, 'timeout': self.timeout},
+        )
+        self.joined.clear()
+
     def _leave(self) -> None:
         if self._coordinator is None or not self._started:
             return
         try:
             self._coordinator.leave_group(self.group).get(timeout=self.timeout)
-            LOG.info('Conductor %(name)s left the group', {'name': self.name})
+            LOG.info(
+                '%(role)s %(name)s left the group',
+                {'role': self.role, 'name': self.name},
+            )
         except Exception as exc:  # noqa: BLE001 - best effort on stop
             LOG.warning(
-                'Conductor %(name)s could not leave the group cleanly '
+                '%(role)s %(name)s could not leave the group cleanly '
                 '(%(error)s); it will expire in %(timeout)s s',
                 {
+                    'role': self.role,
                     'name': self.name,
                     'error': backend.scrub(str(exc), self.url),
                     'timeout': self.timeout,

@@ -16,17 +16,29 @@
 profile its [affinity] options describe, and republishes it when the
 options are reloaded (oslo.config mutate hooks run on SIGHUP). Building it
 refuses a contradictory configuration before anything joins.
+
+API processes that route by affinity announce themselves in a group of
+their own (:func:`announce_api`), never in the conductors' group, whose
+members are placement candidates. Nothing routes by that group: it lets
+the upgrade check see conductors running the plugin behind an API that
+does not (:func:`api_processes`).
 """
 
+import atexit
+import os
+import socket
+import time
 from typing import Any
 
 from oslo_config import cfg
 from oslo_log import log
+from tooz import coordination
 
 from ironic_affinity import conf as affinity_conf
 from ironic_affinity import exception
 from ironic_affinity import profile
 from ironic_affinity.membership import backend
+from ironic_affinity.membership import capabilities
 from ironic_affinity.membership import member
 from ironic_affinity.membership import view
 
@@ -42,6 +54,72 @@ def member_view(conf: cfg.ConfigOpts) -> view.MemberView:
         group.watch_interval,
         group.member_timeout,
     )
+
+
+# A stop this soon after a reload is the launcher restarting the worker,
+# not a shutdown.
+RELOAD_RESTART_WINDOW = 30.0
+
+
+_RELOAD_REQUESTED_AT: float | None = None
+
+
+def reload_requested() -> None:
+    """Note that this process was asked to reload (SIGHUP): a stop that
+    follows is a restart under the same name, not a shutdown."""
+    global _RELOAD_REQUESTED_AT
+    _RELOAD_REQUESTED_AT = time.monotonic()
+
+
+def api_group(conf: cfg.ConfigOpts) -> str:
+    """The group API processes with the plugin announce themselves in."""
+    return '%s.api' % conf.affinity.group_name
+
+
+# This process's announcement, by pid: a forked child starts its own.
+_ANNOUNCED: dict[int, member.Member] = {}
+
+
+def announce_api(conf: cfg.ConfigOpts) -> None:
+    """Keep this API process in the API group while it lives. Idempotent."""
+    if os.getpid() in _ANNOUNCED:
+        return
+    group = conf.affinity
+    presence = member.Member(
+        backend.backend_url(conf),
+        api_group(conf),
+        '%s:%d' % (socket.gethostname(), os.getpid()),
+        {'format': capabilities.FORMAT_VERSION, 'role': 'api'},
+        group.heartbeat_interval,
+        group.member_timeout,
+        role='API process',
+    )
+    presence.start()
+    _ANNOUNCED[os.getpid()] = presence
+    # Leave on a clean exit; after a crash the entry expires.
+    atexit.register(presence.stop)
+
+
+def api_processes(conf: cfg.ConfigOpts, timeout: float) -> set[str]:
+    """The API processes announced now, read once within ``timeout``.
+
+    :raises: tooz errors when the backend cannot be read.
+    """
+    reader = backend.coordinator(
+        backend.backend_url(conf),
+        'observer-%s-%d' % (socket.gethostname(), os.getpid()),
+        conf.affinity.member_timeout,
+    )
+    reader.start(start_heart=False)
+    try:
+        found = reader.get_members(api_group(conf).encode('utf-8')).get(
+            timeout=timeout
+        )
+    except coordination.GroupNotCreated:
+        return set()
+    finally:
+        reader.stop()
+    return {backend.decode_member_id(m) for m in found}
 
 
 class ConductorMembership:
@@ -63,7 +141,8 @@ class ConductorMembership:
         self.member = member.Member(
             backend.backend_url(conf),
             group.group_name,
-            current,
+            name,
+            capabilities.encode(current),
             group.heartbeat_interval,
             group.member_timeout,
         )
@@ -86,9 +165,19 @@ class ConductorMembership:
         self.member.start()
 
     def stop(self) -> None:
-        self.member.stop()
+        # Ironic 39's service launcher restarts the conductor's worker
+        # process on SIGHUP, right after the options are reloaded (see
+        # doc/source/contributor/ironic.rst). Leaving the group then would
+        # move every node of this conductor away and back within seconds;
+        # the entry is left to the next worker instead.
+        reloading = (
+            _RELOAD_REQUESTED_AT is not None
+            and time.monotonic() - _RELOAD_REQUESTED_AT < RELOAD_RESTART_WINDOW
+        )
+        self.member.stop(leave=not reloading)
 
     def _reloaded(self, conf: cfg.ConfigOpts, changed: Any) -> None:
+        reload_requested()
         # A bad new value is refused and the last good profile stays
         # published: a typo on SIGHUP must not unplace this conductor.
         try:
@@ -104,4 +193,4 @@ class ConductorMembership:
             'Affinity profile of conductor %(name)s reloaded',
             {'name': self.name},
         )
-        self.member.update(updated)
+        self.member.update(capabilities.encode(updated))

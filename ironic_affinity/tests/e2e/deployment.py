@@ -68,7 +68,7 @@ state_path = {state}
 host_ip = 127.0.0.1
 port = {api_port}
 api_workers = 1
-middleware = {middleware}
+{middleware}
 
 [database]
 connection = {database}
@@ -119,13 +119,17 @@ class Deployment(fixtures.Fixture):
         manager: str = 'affinity',
         timers: dict[str, int] | None = None,
         middleware: bool = False,
+        plain_api: bool = False,
         first_rpc_port: int = FIRST_RPC_PORT,
         postgres: str = POSTGRES,
     ) -> None:
         """:param middleware: run Ironic's own ironic-api with
-        [api]middleware = affinity instead of our API launcher."""
+        [api]middleware = affinity instead of our API launcher.
+        :param plain_api: run Ironic's own ironic-api without the plugin
+            (a misconfiguration the upgrade check must catch)."""
         super().__init__()
         self.middleware = middleware
+        self.plain_api = plain_api
         self.first_rpc_port = first_rpc_port
         #: SQLAlchemy URL of the PostgreSQL server, without a database.
         self.postgres = postgres
@@ -137,8 +141,11 @@ class Deployment(fixtures.Fixture):
         self.redis = self.useFixture(servers.RedisServer())
         self.dbname = 'ironic_affinity_e2e_%s' % uuid.uuid4().hex[:10]
         self.database_url = '%s/%s' % (self.postgres, self.dbname)
+        # pre-ping: a test may restart the server under this engine.
         admin = sa.create_engine(
-            self.postgres + '/postgres', isolation_level='AUTOCOMMIT'
+            self.postgres + '/postgres',
+            isolation_level='AUTOCOMMIT',
+            pool_pre_ping=True,
         )
         with admin.connect() as connection:
             connection.execute(sa.text('CREATE DATABASE %s' % self.dbname))
@@ -153,7 +160,15 @@ class Deployment(fixtures.Fixture):
                     database=self.database_url,
                     backend=self.redis.url,
                     manager=self.manager,
-                    middleware='affinity' if self.middleware else '',
+                    # ironic-affinity-api's own default loads the
+                    # middleware; a plain API must not.
+                    middleware=(
+                        'middleware = affinity'
+                        if self.middleware
+                        else 'middleware ='
+                        if self.plain_api
+                        else ''
+                    ),
                     **self.timers,
                 )
             )
@@ -171,7 +186,11 @@ class Deployment(fixtures.Fixture):
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.addCleanup(self.stop_all)
         # Ironic's own ironic-api with our middleware, or our launcher.
-        api = 'ironic-api' if self.middleware else 'ironic-affinity-api'
+        api = (
+            'ironic-api'
+            if self.middleware or self.plain_api
+            else 'ironic-affinity-api'
+        )
         self._start('api', [_bin(api), '--config-file', self.conf])
         self.wait(lambda: self._get('/v1') is not None, 60, 'API up')
 

@@ -25,12 +25,17 @@ import os
 import pwd
 import signal
 import subprocess
+import tempfile
 from typing import Any
 
 import fixtures
 import testtools
 
 from ironic_affinity.tests.functional import servers
+
+# Read at import, before a test points TMPDIR at a folder of its own that
+# only root may enter: the server's account must reach its data folder.
+_SHARED_TMP = tempfile.gettempdir()
 
 
 def _bin_dir() -> str | None:
@@ -52,7 +57,7 @@ class PostgresServer(fixtures.Fixture):
             raise testtools.TestCase.skipException(
                 'PostgreSQL server programs are not installed'
             )
-        self.dir = self.useFixture(fixtures.TempDir()).path
+        self.dir = self.useFixture(fixtures.TempDir(_SHARED_TMP)).path
         self._as: dict[str, Any] = {}
         if os.getuid() == 0:
             account = pwd.getpwnam('postgres')

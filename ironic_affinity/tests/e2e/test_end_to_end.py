@@ -200,6 +200,26 @@ class EndToEndTestCase(base.TestCase):
         self.assertEqual(2, result.returncode, result.stdout)
         self.assertIn(self.name(2), result.stdout)
 
+    def test_unpatched_api_is_reported(self):
+        # Conductors run the plugin; the API is Ironic's own ironic-api
+        # without it, routing by Ironic's ring. Nothing in Ironic shows
+        # this; the missing announcement in the API group does.
+        dep = self.useFixture(deployment.Deployment(plain_api=True))
+        dep.start_conductor(1)
+        dep.start_conductor(2)
+        dep.wait_conductors(1, 2)
+        result = dep.status()
+        self.assertEqual(2, result.returncode, result.stdout)
+        # The table wraps lines: compare without the frame.
+        text = ' '.join(
+            line.strip('| ') for line in result.stdout.splitlines()
+        )
+        self.assertIn(
+            'Check: API with affinity Result: Failure Details: 2 '
+            'conductor(s) place nodes by affinity, but no API process',
+            text,
+        )
+
     def test_backend_outage_moves_nothing(self):
         # The coordination backend stops for 30 s under a running API and
         # conductors: no node changes conductor, nothing crashes, and
