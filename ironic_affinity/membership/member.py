@@ -66,7 +66,6 @@ class Member:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._outage_since: float | None = None
-        self._leave_on_stop = True
         self.joined = threading.Event()
 
     def start(self) -> None:
@@ -76,20 +75,29 @@ class Member:
         )
         self._thread.start()
 
-    def stop(self, timeout: float = 10.0, leave: bool = True) -> None:
-        """Stop beating.
-
-        :param leave: leave the group, so that other processes re-place
-            our nodes at once instead of after the member timeout. False
-            when this process is replaced by another under the same name
-            straight away: the entry, with the latest capabilities, is left
-            for it to take over, so nobody sees this member vanish.
-        """
-        self._leave_on_stop = leave
+    def stop(self, timeout: float = 10.0) -> None:
+        """Leave the group and stop: other processes re-place our nodes
+        at once instead of after the member timeout."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
+
+    def hand_over(self) -> None:
+        """Keep the entry alive until this process exits, without leaving.
+
+        For a process about to be replaced straight away by another under
+        the same name: the entry, with the latest capabilities, is there
+        for the next one to take over, so nobody sees this member vanish.
+        Beats go on (the thread is a daemon) until the process is gone;
+        the entry expires a member timeout later if nobody takes it.
+        """
+        LOG.info(
+            '%(role)s %(name)s is being replaced: keeping its entry for '
+            'the next process under this name',
+            {'role': self.role, 'name': self.name},
+        )
+        self._wake.set()
 
     def update(self, published: dict[str, object]) -> None:
         """Publish new capabilities (tags reloaded on SIGHUP, say)."""
@@ -105,10 +113,7 @@ class Member:
                 self._failed(exc)
             self._wake.wait(self.heartbeat_interval)
             self._wake.clear()
-        if self._leave_on_stop:
-            self._leave()
-        else:
-            self._hand_over()
+        self._leave()
 
     def _beat(self) -> None:
         if self._coordinator is None:
@@ -256,29 +261,6 @@ class Member:
                 pass
         self._coordinator = None
         self._started = False
-
-    def _hand_over(self) -> None:
-        # One last beat publishes capabilities changed just before the
-        # stop (a reload). The client is not stopped: tooz would leave
-        # every group on stop.
-        try:
-            self._beat()
-        except Exception as exc:  # noqa: BLE001 - best effort on stop
-            LOG.warning(
-                '%(role)s %(name)s could not publish before handing over '
-                'its entry: %(error)s',
-                {
-                    'role': self.role,
-                    'name': self.name,
-                    'error': backend.scrub(str(exc), self.url),
-                },
-            )
-        LOG.info(
-            '%(role)s %(name)s stopped without leaving: its entry waits '
-            '%(timeout)s s for the next process under this name',
-            {'role': self.role, 'name': self.name, 'timeout': self.timeout},
-        )
-        self.joined.clear()
 
     def _leave(self) -> None:
         if self._coordinator is None or not self._started:

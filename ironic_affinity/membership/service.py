@@ -174,7 +174,10 @@ class ConductorMembership:
             _RELOAD_REQUESTED_AT is not None
             and time.monotonic() - _RELOAD_REQUESTED_AT < RELOAD_RESTART_WINDOW
         )
-        self.member.stop(leave=not reloading)
+        if reloading:
+            self.member.hand_over()
+        else:
+            self.member.stop()
 
     def _reloaded(self, conf: cfg.ConfigOpts, changed: Any) -> None:
         reload_requested()

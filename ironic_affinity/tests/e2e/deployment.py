@@ -281,10 +281,21 @@ class Deployment(fixtures.Fixture):
             os.kill(pid, signal.SIGKILL)
         self.processes[name].wait(10)
 
-    def reload(self, index: int, **tag_lists: str) -> None:
-        """Edit the conductor's tags and send it SIGHUP."""
+    def reload(
+        self, index: int, keep_registered: bool = False, **tag_lists: str
+    ) -> None:
+        """Edit the conductor's tags and send it SIGHUP.
+
+        :param keep_registered: send SIGUSR1 first, Ironic's signal not
+            to deregister the conductor when it restarts its worker.
+        """
         self.write_tags(index, **tag_lists)
-        os.kill(self.processes['conductor%d' % index].pid, signal.SIGHUP)
+        pid = self.processes['conductor%d' % index].pid
+        if keep_registered:
+            os.kill(pid, signal.SIGUSR1)
+            # Ironic sets a flag in its handler; let it run first.
+            time.sleep(0.5)
+        os.kill(pid, signal.SIGHUP)
 
     def stop_all(self) -> None:
         for process in self.processes.values():

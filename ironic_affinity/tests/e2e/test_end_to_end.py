@@ -112,6 +112,37 @@ class EndToEndTestCase(base.TestCase):
         )
         self.assert_power_sync(moved)
 
+    def test_reload_moves_no_other_node(self):
+        # A tag reload that concerns no node moves no node, although
+        # Ironic 39 restarts the conductor's worker to reload.
+        dep = self.deploy({1: {}, 2: {}})
+        nodes = [dep.create_node('n%d' % i, '') for i in range(20)]
+        names = {self.name(1), self.name(2)}
+        first = {}
+
+        def spread():
+            first.update((n, dep.conductor_of(n)) for n in nodes)
+            return set(first.values()) == names
+
+        dep.wait(spread, 60, 'nodes on both conductors')
+        time.sleep(base.SETTLE)
+        placed = {n: dep.conductor_of(n) for n in nodes}
+        dep.reload(1, keep_registered=True, soft_affinity_tags='rack99')
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            for node, conductor in placed.items():
+                self.assertEqual(conductor, dep.conductor_of(node), node)
+            time.sleep(0.2)
+        log = dep.log('conductor1')
+        self.assertIn('is being replaced: keeping its entry', log)
+        self.assertIn('taking the entry over', log)
+        self.assertNotIn('left the group', log)
+        # The new worker published the new tags.
+        result = dep.cli('members', '-f', 'json')
+        self.assertEqual(0, result.returncode, result.stderr)
+        members = {m['name']: m for m in json.loads(result.stdout)['members']}
+        self.assertIn('rack99', json.dumps(members[self.name(1)]))
+
     def test_orphan_refused_then_recovered(self):
         dep = self.deploy(base.EDIT2)
         node = dep.create_node('orphan', 'rack30, network2, datacenter2')

@@ -257,7 +257,7 @@ class ViewsConvergeTestCase(base.TestCase):
         # Ironic 39 restarts the conductor's worker on SIGHUP: conductor2
         # handed its group entry to the next worker instead of leaving.
         log = dep.log('conductor2')
-        self.assertIn('stopped without leaving', log)
+        self.assertIn('is being replaced: keeping its entry', log)
         self.assertNotIn('left the group', log)
 
         # From when the new owner's view saw the change until the slow
