@@ -19,19 +19,51 @@ clean-up. A server whose program is not installed makes the test skip
 with the reason, so a developer without etcd still runs the rest; CI
 installs them all and sets IRONIC_AFFINITY_REQUIRE_SERVERS, under which a
 missing server is a failure (.ci/run).
+
+With ``tls=True``, the Redis, etcd and ZooKeeper fixtures serve their
+clients over TLS only, with a certificate signed by an authority made
+for the fixture (certs.py); with ``client_auth=True`` they also ask every
+client for a certificate signed by it. Their ``url`` carries the driver
+options that make a tooz client trust the authority (and show its
+certificate); ``client_url()`` leaves either out. A server that cannot do
+TLS is unavailable, like a missing one.
 """
 
+import functools
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
+from typing import NoReturn
+import urllib.parse
 
 import fixtures
 import testtools
 
+from ironic_affinity.tests.functional import certs
+
 ZOOKEEPER_CLASSPATH = '/etc/zookeeper/conf:/usr/share/java/zookeeper.jar'
+# Debian's zookeeper.jar lists in its manifest the Netty jars that plain
+# connections need, but not netty-codec, without which the first TLS
+# handshake fails (ClassNotFoundException: ByteToMessageDecoder).
+ZOOKEEPER_TLS_JARS = ('/usr/share/java/netty-codec.jar',)
+REQUIRE_SERVERS = 'IRONIC_AFFINITY_REQUIRE_SERVERS'
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Skip the test for want of something on this machine, or, where CI
+    has installed everything, fail it: there it means a broken setup."""
+    if os.environ.get(REQUIRE_SERVERS, '') not in ('', '0'):
+        raise RuntimeError('%s, and %s is set' % (reason, REQUIRE_SERVERS))
+    raise testtools.TestCase.skipException(reason)
+
+
+def require_program(program: str) -> None:
+    if shutil.which(program) is None and not os.path.exists(program):
+        unavailable('%s is not installed (.ci/run installs it)' % program)
 
 
 def free_port() -> int:
@@ -57,22 +89,33 @@ class Server(fixtures.Fixture):
     #: tooz driver name, for test ids and reports.
     driver = ''
     program = ''
+    #: Whether clients must use TLS, and also show a certificate.
+    tls = False
+    client_auth = False
+
+    def setUp(self) -> None:
+        # Checked before Fixture.setUp, which turns whatever _setUp
+        # raises, a skip included, into an error of the test.
+        if self.program:
+            require_program(self.program)
+        if self.tls:
+            require_program('openssl')
+            self.check_tls()
+        super().setUp()
 
     def _setUp(self) -> None:
-        if (
-            self.program
-            and shutil.which(self.program) is None
-            and not (os.path.exists(self.program))
-        ):
-            raise testtools.TestCase.skipException(
-                '%s is not installed (.ci/run installs it)' % self.program
-            )
         self.dir = self.useFixture(fixtures.TempDir()).path
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
+        self.certs: certs.Certificates | None = None
+        if self.tls:
+            self.certs = certs.generate(os.path.join(self.dir, 'tls'))
         self.prepare()
         self.start()
         self.addCleanup(self.stop)
+
+    def check_tls(self) -> None:
+        """Call unavailable() if the installed server cannot do TLS."""
 
     def prepare(self) -> None:
         """Write configuration; called once."""
@@ -82,7 +125,31 @@ class Server(fixtures.Fixture):
 
     @property
     def url(self) -> str:
+        """What a member uses: trusting the server, with a client
+        certificate when the server asks for one."""
+        return self.client_url()
+
+    def client_url(
+        self, *, ca: bool = True, client_cert: bool | None = None
+    ) -> str:
+        """The URL for a client that trusts the fixture's authority (or,
+        ``ca=False``, does not say what to trust) and shows the client
+        certificate (by default, when the server asks for one)."""
         raise NotImplementedError
+
+    def _tls_query(
+        self, ca: bool, client_cert: bool | None, names: tuple[str, str, str]
+    ) -> dict[str, str]:
+        """The TLS options, under the driver's ``names`` for the CA file,
+        the client certificate and its key."""
+        assert self.certs is not None
+        if client_cert is None:
+            client_cert = self.client_auth
+        query = {names[0]: self.certs.ca} if ca else {}
+        if client_cert:
+            query[names[1]] = self.certs.client_cert
+            query[names[2]] = self.certs.client_key
+        return query
 
     def start(self) -> None:
         log = open(os.path.join(self.dir, 'server.log'), 'ab')
@@ -129,19 +196,75 @@ class FileBackend(Server):
         return 'file://' + os.path.join(self.dir, 'membership')
 
 
+@functools.cache
+def redis_has_tls() -> bool:
+    """Whether redis-server was built with TLS.
+
+    A build with TLS refuses to start on a TLS port without a
+    certificate and says so at once; a build without it either rejects
+    the option or starts on the port, so anything else means no TLS.
+    """
+    with tempfile.TemporaryDirectory() as folder:
+        command = [
+            'redis-server',
+            '--port', '0',
+            '--tls-port', str(free_port()),
+            '--bind', '127.0.0.1',
+            '--save', '',
+            '--appendonly', 'no',
+            '--dir', folder,
+        ]  # fmt: skip
+        try:
+            result = subprocess.run(
+                command,
+                cwd=folder,
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return False
+    return 'tls-cert-file' in result.stdout + result.stderr
+
+
 class RedisServer(Server):
     driver = 'redis'
     program = 'redis-server'
 
-    def __init__(self, password: str | None = None) -> None:
+    def __init__(
+        self,
+        password: str | None = None,
+        *,
+        tls: bool = False,
+        client_auth: bool = False,
+    ) -> None:
         super().__init__()
         self.password = password
+        self.tls = tls or client_auth
+        self.client_auth = client_auth
+
+    def check_tls(self) -> None:
+        if not redis_has_tls():
+            unavailable('redis-server was built without TLS')
 
     def command(self) -> list[str]:
         auth = ['--requirepass', self.password] if self.password else []
+        if self.certs is None:
+            ports = ['--port', str(self.port)]
+        else:
+            # TLS only: port 0 closes the plain port.
+            ports = [
+                '--port', '0',
+                '--tls-port', str(self.port),
+                '--tls-cert-file', self.certs.server_cert,
+                '--tls-key-file', self.certs.server_key,
+                '--tls-ca-cert-file', self.certs.ca,
+                '--tls-auth-clients', 'yes' if self.client_auth else 'no',
+            ]  # fmt: skip
         return [
             'redis-server',
-            '--port', str(self.port),
+            *ports,
             '--bind', '127.0.0.1',
             '--save', '',
             '--appendonly', 'no',
@@ -149,22 +272,55 @@ class RedisServer(Server):
             *auth,
         ]  # fmt: skip
 
-    @property
-    def url(self) -> str:
+    def client_url(
+        self, *, ca: bool = True, client_cert: bool | None = None
+    ) -> str:
         auth = ':%s@' % self.password if self.password else ''
-        return 'redis://%s127.0.0.1:%d' % (auth, self.port)
+        url = 'redis://%s127.0.0.1:%d' % (auth, self.port)
+        if self.certs is None:
+            return url
+        query = {'ssl': 'true'}
+        query.update(
+            self._tls_query(
+                ca,
+                client_cert,
+                ('ssl_ca_certs', 'ssl_certfile', 'ssl_keyfile'),
+            )
+        )
+        return url + '?' + urllib.parse.urlencode(query, safe='/')
 
 
 class EtcdServer(Server):
     driver = 'etcd3+http'
     program = 'etcd'
 
+    def __init__(
+        self, *, tls: bool = False, client_auth: bool = False
+    ) -> None:
+        super().__init__()
+        self.tls = tls or client_auth
+        self.client_auth = client_auth
+        if self.tls:
+            self.driver = 'etcd3+https'
+
     def prepare(self) -> None:
         self.peer_port = free_port()
 
     def command(self) -> list[str]:
         peer = 'http://127.0.0.1:%d' % self.peer_port
-        client = 'http://127.0.0.1:%d' % self.port
+        scheme = 'http' if self.certs is None else 'https'
+        client = '%s://127.0.0.1:%d' % (scheme, self.port)
+        tls = []
+        if self.certs is not None:
+            tls = [
+                '--cert-file', self.certs.server_cert,
+                '--key-file', self.certs.server_key,
+            ]  # fmt: skip
+        if self.certs is not None and self.client_auth:
+            tls += [
+                '--client-cert-auth',
+                '--trusted-ca-file', self.certs.ca,
+            ]  # fmt: skip
         return [
             'etcd',
             '--name', 'test',
@@ -174,44 +330,106 @@ class EtcdServer(Server):
             '--listen-peer-urls', peer,
             '--initial-advertise-peer-urls', peer,
             '--initial-cluster', 'test=' + peer,
+            *tls,
         ]  # fmt: skip
 
-    @property
-    def url(self) -> str:
-        return 'etcd3+http://127.0.0.1:%d' % self.port
+    def client_url(
+        self, *, ca: bool = True, client_cert: bool | None = None
+    ) -> str:
+        url = '%s://127.0.0.1:%d' % (self.driver, self.port)
+        if self.certs is None:
+            return url
+        query = self._tls_query(
+            ca, client_cert, ('ca_cert', 'cert_cert', 'cert_key')
+        )
+        if not query:
+            return url
+        return url + '?' + urllib.parse.urlencode(query, safe='/')
 
 
 class ZooKeeperServer(Server):
     driver = 'zookeeper'
     program = '/usr/share/java/zookeeper.jar'
 
+    def __init__(
+        self, *, tls: bool = False, client_auth: bool = False
+    ) -> None:
+        super().__init__()
+        self.tls = tls or client_auth
+        self.client_auth = client_auth
+
+    def check_tls(self) -> None:
+        for jar in ZOOKEEPER_TLS_JARS:
+            if not os.path.exists(jar):
+                unavailable('ZooKeeper over TLS needs %s' % jar)
+
     def prepare(self) -> None:
+        if self.certs is None:
+            listen = 'clientPort=%d\nclientPortAddress=127.0.0.1\n' % (
+                self.port
+            )
+        else:
+            # ZooKeeper reads its key and certificate from one PEM file.
+            bundle = os.path.join(self.dir, 'tls', 'server-bundle.pem')
+            with open(bundle, 'w') as out:
+                for part in (self.certs.server_key, self.certs.server_cert):
+                    with open(part) as handle:
+                        out.write(handle.read())
+            # TLS only (no clientPort), through Netty: the default
+            # connection factory has no TLS.
+            listen = (
+                'secureClientPort=%d\n'
+                'secureClientPortAddress=127.0.0.1\n'
+                'serverCnxnFactory='
+                'org.apache.zookeeper.server.NettyServerCnxnFactory\n'
+                'ssl.keyStore.location=%s\n'
+                'ssl.keyStore.type=PEM\n'
+                'ssl.trustStore.location=%s\n'
+                'ssl.trustStore.type=PEM\n'
+                'ssl.clientAuth=%s\n'
+                % (
+                    self.port,
+                    bundle,
+                    self.certs.ca,
+                    'need' if self.client_auth else 'none',
+                )
+            )
         with open(os.path.join(self.dir, 'zoo.cfg'), 'w') as handle:
             handle.write(
                 'tickTime=500\n'
                 'dataDir=%s\n'
-                'clientPort=%d\n'
-                'clientPortAddress=127.0.0.1\n'
+                '%s'
                 'admin.enableServer=false\n'
                 # Let a client ask for short sessions: the member timeout.
                 'minSessionTimeout=1000\n'
                 'maxSessionTimeout=60000\n'
-                % (os.path.join(self.dir, 'data'), self.port)
+                % (os.path.join(self.dir, 'data'), listen)
             )
 
     def command(self) -> list[str]:
+        classpath = ZOOKEEPER_CLASSPATH
+        if self.certs is not None:
+            classpath = ':'.join((classpath, *ZOOKEEPER_TLS_JARS))
         return [
             'java',
-            '-cp', ZOOKEEPER_CLASSPATH,
+            '-cp', classpath,
             '-Dzookeeper.log.dir=' + self.dir,
             '-Dzookeeper.root.logger=INFO,CONSOLE',
             'org.apache.zookeeper.server.quorum.QuorumPeerMain',
             os.path.join(self.dir, 'zoo.cfg'),
         ]  # fmt: skip
 
-    @property
-    def url(self) -> str:
-        return 'zookeeper://127.0.0.1:%d' % self.port
+    def client_url(
+        self, *, ca: bool = True, client_cert: bool | None = None
+    ) -> str:
+        url = 'zookeeper://127.0.0.1:%d' % self.port
+        if self.certs is None:
+            return url
+        query = {'use_ssl': 'true'}
+        query.update(
+            self._tls_query(ca, client_cert, ('ca', 'certfile', 'keyfile'))
+        )
+        return url + '?' + urllib.parse.urlencode(query, safe='/')
 
 
 ALL = (FileBackend, RedisServer, EtcdServer, ZooKeeperServer)
