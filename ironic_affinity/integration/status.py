@@ -75,7 +75,7 @@ class Checks(upgradecheck.UpgradeCommands):  # type: ignore[misc]
         except Exception as exc:  # noqa: BLE001 - reported as the result
             return upgradecheck.Result(
                 upgradecheck.Code.FAILURE,
-                backend.scrub(str(exc), backend.backend_url(self.conf)),
+                backend.describe(exc, backend.backend_url(self.conf)),
             )
         if deployment.conductors and not apis:
             return upgradecheck.Result(

@@ -52,7 +52,7 @@ def redact(url: str) -> str:
     ]
     return urllib.parse.urlunsplit(
         parts._replace(
-            netloc=netloc, query=urllib.parse.urlencode(query, safe='*')
+            netloc=netloc, query=urllib.parse.urlencode(query, safe='*/:')
         )
     )
 
@@ -71,6 +71,20 @@ def scrub(text: str, url: str) -> str:
     for secret in _secrets(url):
         text = text.replace(secret, '***')
     return text
+
+
+def describe(exc: BaseException, url: str) -> str:
+    """What went wrong, for a person, without the URL's secrets.
+
+    Some tooz errors carry no message of their own (the etcd driver's
+    ConnectionFailedError, say): the reason is then in the error they
+    wrap.
+    """
+    text = str(exc)
+    cause = exc.__cause__ or exc.__context__
+    if not text and cause is not None:
+        text = '%s: %s' % (type(exc).__name__, cause)
+    return scrub(text or repr(exc), url)
 
 
 def coordinator(

@@ -235,7 +235,7 @@ class Member:
                     'role': self.role,
                     'name': self.name,
                     'url': backend.redact(self.url),
-                    'error': backend.scrub(str(exc), self.url),
+                    'error': backend.describe(exc, self.url),
                     'interval': self.heartbeat_interval,
                 },
             )
@@ -278,7 +278,7 @@ class Member:
                 {
                     'role': self.role,
                     'name': self.name,
-                    'error': backend.scrub(str(exc), self.url),
+                    'error': backend.describe(exc, self.url),
                     'timeout': self.timeout,
                 },
             )

@@ -282,7 +282,7 @@ class MemberView:
                 {
                     'group': self.group.decode(),
                     'url': backend.redact(self.url),
-                    'error': backend.scrub(str(exc), self.url),
+                    'error': backend.describe(exc, self.url),
                     'count': len(previous.members),
                 },
             )
@@ -290,7 +290,7 @@ class MemberView:
             # Start again from a fresh client after a long outage.
             self._discard_coordinator()
         snapshot = dataclasses.replace(
-            previous, error=backend.scrub(str(exc) or repr(exc), self.url)
+            previous, error=backend.describe(exc, self.url)
         )
         self._set(snapshot)
         return snapshot

@@ -52,6 +52,31 @@ class BackendURLTestCase(base.TestCase):
             backend.scrub('auth s3cret failed, other', url),
         )
 
+    def test_redact_keeps_paths_readable(self):
+        self.assertEqual(
+            'redis://:***@h:6379?ssl=true&ssl_ca_certs=/etc/ironic/ca.pem',
+            backend.redact(
+                'redis://:pw@h:6379?ssl=true&ssl_ca_certs=/etc/ironic/ca.pem'
+            ),
+        )
+
+    def test_describe_uses_the_wrapped_reason(self):
+        url = 'etcd3+https://u:s3cret@h:2379'
+        try:
+            try:
+                raise OSError('TLS handshake with s3cret failed')
+            except OSError as exc:
+                raise RuntimeError() from exc
+        except RuntimeError as exc:
+            self.assertEqual(
+                'RuntimeError: TLS handshake with *** failed',
+                backend.describe(exc, url),
+            )
+        self.assertEqual(
+            'refused ***', backend.describe(OSError('refused s3cret'), url)
+        )
+        self.assertEqual('KeyError()', backend.describe(KeyError(), url))
+
     def test_timeout_passed_unless_in_url(self):
         coordinator = backend.coordinator('file:///tmp/x', 'm', 7)
         self.assertEqual(7, coordinator._timeout)
