@@ -78,12 +78,24 @@ def _weighted(value: Any, where: str) -> dict[str, int]:
 
 
 def _string(value: Any, where: str) -> str:
-    if not isinstance(value, str) or len(value) > MAX_NAME_LENGTH:
+    # Lower-cased before measuring: lower-casing can lengthen a string
+    # (U+0130 becomes two characters), and what is accepted here must
+    # survive being encoded and decoded again.
+    if not isinstance(value, str) or len(value.lower()) > MAX_NAME_LENGTH:
         raise exception.InvalidCapabilities(
             _('%(where)s must be a string of at most %(max)d characters')
             % {'where': where, 'max': MAX_NAME_LENGTH}
         )
     return value
+
+
+def _shown(value: Any) -> str:
+    """A value from a member, short enough for one line of a message."""
+    if value is None or isinstance(value, bool):
+        return repr(value)
+    if type(value) is int and abs(value) < 10**6:
+        return str(value)
+    return tags.quote(value)
 
 
 def decode(name: str, raw: Any) -> profile.ConductorProfile:
@@ -117,8 +129,8 @@ def decode(name: str, raw: Any) -> profile.ConductorProfile:
     version = raw.get('format')
     if version != FORMAT_VERSION:
         raise exception.InvalidCapabilities(
-            _('format version %(got)r, this reader knows %(known)d')
-            % {'got': version, 'known': FORMAT_VERSION}
+            _('format version %(got)s, this reader knows %(known)d')
+            % {'got': _shown(version), 'known': FORMAT_VERSION}
         )
     unknown = sorted(tags.quote(k) for k in set(raw) - _KEYS)
     if unknown:
