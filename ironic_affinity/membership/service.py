@@ -166,10 +166,10 @@ class ConductorMembership:
 
     def stop(self) -> None:
         # Ironic 39's service launcher restarts the conductor's worker
-        # process on SIGHUP, right after the options are reloaded (see
-        # doc/source/contributor/ironic.rst). Leaving the group then would
-        # move every node of this conductor away and back within seconds;
-        # the entry is left to the next worker instead.
+        # process on SIGHUP, right after the options are reloaded (the
+        # launcher notes it: launchers._note_reloads). Leaving the group
+        # then would move every node of this conductor away and back
+        # within seconds; the entry is left to the next worker instead.
         reloading = (
             _RELOAD_REQUESTED_AT is not None
             and time.monotonic() - _RELOAD_REQUESTED_AT < RELOAD_RESTART_WINDOW
@@ -180,7 +180,6 @@ class ConductorMembership:
             self.member.stop()
 
     def _reloaded(self, conf: cfg.ConfigOpts, changed: Any) -> None:
-        reload_requested()
         # A bad new value is refused and the last good profile stays
         # published: a typo on SIGHUP must not unplace this conductor.
         try:
