@@ -17,8 +17,9 @@ ironic.conf is then all it takes. Ironic loads middleware once, in the
 API's parent process before it forks workers, so installing the hash-ring
 manager here puts it in every worker.
 
-It also announces the API process in the group of API processes (see
-ironic_affinity.membership.service), for the upgrade check, and refuses
+It also announces each API process, on its first request, in the group
+of API processes (see ironic_affinity.membership.service), for the
+upgrade check, and refuses
 bad affinity tags at the door: a node create or update whose ``extra``
 affinity value is of the wrong type, breaks the tag grammar or is too
 long answers 400 before anything reaches the database.
@@ -54,9 +55,6 @@ class AffinityMiddleware:
     def __init__(self, app: WSGIApp) -> None:
         loader.install()
         self.app = app
-        if CONF.affinity.hash_ring_manager == 'affinity':
-            # Lets the upgrade check tell this API from one without us.
-            service.announce_api(CONF)
         LOG.info(
             'ironic-affinity middleware loaded: hash-ring manager %(name)s',
             {'name': CONF.affinity.hash_ring_manager},
@@ -65,6 +63,14 @@ class AffinityMiddleware:
     def __call__(
         self, environ: dict[str, Any], start_response: Callable[..., Any]
     ) -> Iterable[bytes]:
+        if CONF.affinity.hash_ring_manager == 'affinity':
+            # Lets the upgrade check tell this API from one without us.
+            # On the first request of each process, never in __init__:
+            # Ironic builds the application in the parent before forking
+            # its workers, and a thread of ours busy there (importing the
+            # tooz driver, say) at the fork would leave a lock held for
+            # ever in the worker.
+            service.announce_api(CONF)
         method = environ.get('REQUEST_METHOD')
         match = _NODE_PATH.match(environ.get('PATH_INFO', ''))
         if match and (

@@ -83,7 +83,9 @@ class Checks(upgradecheck.UpgradeCommands):  # type: ignore[misc]
                 '%d conductor(s) place nodes by affinity, but no API '
                 'process announces ironic-affinity in group %s: the API '
                 'routes requests by Ironic\'s own hash ring. Start it with '
-                'ironic-affinity-api, or add "affinity" to [api]middleware.'
+                'ironic-affinity-api, or add "affinity" to [api]middleware '
+                '(an API process announces itself once it has served a '
+                'request).'
                 % (len(deployment.conductors), service.api_group(self.conf)),
             )
         return upgradecheck.Result(upgradecheck.Code.SUCCESS)

@@ -81,7 +81,11 @@ _ANNOUNCED: dict[int, member.Member] = {}
 
 
 def announce_api(conf: cfg.ConfigOpts) -> None:
-    """Keep this API process in the API group while it lives. Idempotent."""
+    """Keep this API process in the API group while it lives.
+
+    Idempotent, and cheap once done: called on every request. Starts a
+    thread, so never call it in a process that forks afterwards.
+    """
     if os.getpid() in _ANNOUNCED:
         return
     group = conf.affinity
