@@ -111,7 +111,7 @@ def api_processes(conf: cfg.ConfigOpts, timeout: float) -> set[str]:
     """
     reader = backend.coordinator(
         backend.backend_url(conf),
-        'observer-%s-%d' % (socket.gethostname(), os.getpid()),
+        view.observer_id(),
         conf.affinity.member_timeout,
     )
     reader.start(start_heart=False)

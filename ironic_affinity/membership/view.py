@@ -80,7 +80,7 @@ EMPTY = Snapshot(
 )
 
 
-def _observer_id() -> str:
+def observer_id() -> str:
     # Readers never join, but tooz wants every client to have an id.
     return 'observer-%s-%d-%s' % (
         socket.gethostname(),
@@ -184,7 +184,7 @@ class MemberView:
     def _read(self) -> tuple[dict[str, object], bool]:
         if self._coordinator is None:
             self._coordinator = backend.coordinator(
-                self.url, _observer_id(), self.timeout
+                self.url, observer_id(), self.timeout
             )
             try:
                 self._coordinator.start(start_heart=False)

@@ -820,30 +820,27 @@ def verify(
     sync_mismatch = [
         n for n in by_uuid if outcome.synced.get(n, set()) != {final.get(n)}
     ]
-    if dep.manager != 'affinity':
-        # The stock ring ignores tags: nothing to hold it to.
-        return Verdict(
-            not_on_one_live=not_on_one_live,
-            moved_needlessly=moved_needlessly,
-            moved_to_ineligible=None,
-            sync_mismatch=sync_mismatch,
-            off_plan=None,
-            server_errors=summarize(outcome.samples, 1).server_errors,
-            check_status=None,
-        )
-    index_of = {
-        dep.conductor_name(i): i for i in range(1, len(outcome.live) + 2)
-    }
-    moved_to_ineligible = [
-        n
-        for n, was in outcome.before.items()
-        if was == outcome.killed
-        and n in final
-        and not eligible(dep.tag_lists(index_of[final[n]]), by_uuid[n].tags)
-    ]
-    plan = planned(dep)
-    off_plan = [n for n, c in final.items() if plan.get(by_uuid[n].name) != c]
-    check_status = dep.cli('check', '-f', 'json').returncode
+    # The stock ring ignores tags: nothing to hold it to there.
+    moved_to_ineligible = off_plan = None
+    check_status = None
+    if dep.manager == 'affinity':
+        index_of = {
+            dep.conductor_name(i): i for i in range(1, len(outcome.live) + 2)
+        }
+        moved_to_ineligible = [
+            n
+            for n, was in outcome.before.items()
+            if was == outcome.killed
+            and n in final
+            and not eligible(
+                dep.tag_lists(index_of[final[n]]), by_uuid[n].tags
+            )
+        ]
+        plan = planned(dep)
+        off_plan = [
+            n for n, c in final.items() if plan.get(by_uuid[n].name) != c
+        ]
+        check_status = dep.cli('check', '-f', 'json').returncode
     return Verdict(
         not_on_one_live=not_on_one_live,
         moved_needlessly=moved_needlessly,

@@ -70,13 +70,39 @@ class MemberHelpers:
         self.processes = {}
         self.view = self._view()
 
-    def _view(self):
+    def conf_for(self, url):
+        """Options for a view in this process on ``url`` and our group."""
         conf = cfg.ConfigOpts()
         affinity_conf.register_opts(conf)
         conf([], default_config_files=[])
-        conf.set_override('backend_url', self.server.url, group='affinity')
+        conf.set_override('backend_url', url, group='affinity')
         conf.set_override('group_name', self.group, group='affinity')
-        member_view = service.member_view(conf)
+        return conf
+
+    def members_command(self, config_file, *options):
+        """Run ``ironic-affinity`` with a configuration file."""
+        command = os.path.join(
+            os.path.dirname(sys.executable), 'ironic-affinity'
+        )
+        return subprocess.run(
+            [command, '--config-file', config_file, *options],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    def logs(self):
+        """Everything the member processes logged."""
+        text = ''
+        for name in sorted(os.listdir(self.conf_dir)):
+            if name.endswith('.log'):
+                with open(os.path.join(self.conf_dir, name)) as handle:
+                    text += handle.read()
+        return text
+
+    def _view(self):
+        member_view = service.member_view(self.conf_for(self.server.url))
         member_view.start()
         self.addCleanup(member_view.stop)
         return member_view
@@ -147,16 +173,7 @@ class MembershipMixin(MemberHelpers):
         self.start_member('host-a:8091')
         self.wait_view(lambda s: 'host-a:8091' in s.members)
         path = os.path.join(self.conf_dir, 'host-a:8091.conf')
-        command = os.path.join(
-            os.path.dirname(sys.executable), 'ironic-affinity'
-        )
-        result = subprocess.run(
-            [command, '--config-file', path, 'members', '-f', 'json'],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        result = self.members_command(path, 'members', '-f', 'json')
         self.assertEqual(0, result.returncode, result.stderr)
         report = json.loads(result.stdout)
         self.assertTrue(report['readable'])
@@ -336,47 +353,22 @@ class PasswordTestCase(MemberHelpers, base.TestCase):
     def make_server(self):
         return servers.RedisServer(self.PASSWORD)
 
-    def _logs(self):
-        text = ''
-        for name in os.listdir(self.conf_dir):
-            if name.endswith('.log'):
-                with open(os.path.join(self.conf_dir, name)) as handle:
-                    text += handle.read()
-        return text
-
     def test_password_protected_backend(self):
         self.start_member('a', extra=['--debug'])
         self.wait_view(lambda s: 'a' in s.members)
         path = os.path.join(self.conf_dir, 'a.conf')
-        command = os.path.join(
-            os.path.dirname(sys.executable), 'ironic-affinity'
-        )
-        result = subprocess.run(
-            [command, '--config-file', path, '--debug', 'members'],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        result = self.members_command(path, '--debug', 'members')
         self.assertEqual(0, result.returncode, result.stderr)
         self.assertIn(':***@127.0.0.1', result.stdout)
-        for text in (result.stdout, result.stderr, self._logs()):
+        for text in (result.stdout, result.stderr, self.logs()):
             self.assertNotIn(self.PASSWORD, text)
 
     def test_wrong_password_is_an_outage_without_the_password(self):
         wrong = self.server.url.replace(self.PASSWORD, 'Wr0ng-pass')
-        view = service.member_view(self._conf(wrong))
+        view = service.member_view(self.conf_for(wrong))
         snapshot = view.refresh_within(5)
         self.assertTrue(snapshot.stale)
         self.assertNotIn('Wr0ng-pass', snapshot.error)
-
-    def _conf(self, url):
-        conf = cfg.ConfigOpts()
-        affinity_conf.register_opts(conf)
-        conf([], default_config_files=[])
-        conf.set_override('backend_url', url, group='affinity')
-        conf.set_override('group_name', self.group, group='affinity')
-        return conf
 
 
 class FileMembershipTestCase(MembershipMixin, base.TestCase):

@@ -21,14 +21,10 @@ any secret of its URL.
 
 import json
 import os
-import subprocess
-import sys
 import uuid
 
 import fixtures
-from oslo_config import cfg
 
-from ironic_affinity import conf as affinity_conf
 from ironic_affinity import profile
 from ironic_affinity.membership import service
 from ironic_affinity.tests import base
@@ -63,14 +59,6 @@ class TLSHelpers(test_membership.MemberHelpers):
         """The server's address for a client that does not use TLS."""
         raise NotImplementedError
 
-    def conf_for(self, url):
-        conf = cfg.ConfigOpts()
-        affinity_conf.register_opts(conf)
-        conf([], default_config_files=[])
-        conf.set_override('backend_url', url, group='affinity')
-        conf.set_override('group_name', self.group, group='affinity')
-        return conf
-
     def conf_file(self, name, url):
         path = os.path.join(self.conf_dir, '%s.conf' % name)
         with open(path, 'w') as handle:
@@ -79,26 +67,6 @@ class TLSHelpers(test_membership.MemberHelpers):
                 % (url, self.group)
             )
         return path
-
-    def members_command(self, config_file, *options):
-        command = os.path.join(
-            os.path.dirname(sys.executable), 'ironic-affinity'
-        )
-        return subprocess.run(
-            [command, '--config-file', config_file, *options],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-
-    def logs(self):
-        text = ''
-        for name in sorted(os.listdir(self.conf_dir)):
-            if name.endswith('.log'):
-                with open(os.path.join(self.conf_dir, name)) as handle:
-                    text += handle.read()
-        return text
 
     def assertNoSecret(self, *texts):
         for secret in self.secrets:
