@@ -16,7 +16,6 @@ from collections.abc import Iterable
 from collections.abc import Mapping
 import dataclasses
 import types
-from typing import Self
 
 from ironic_affinity import exception
 from ironic_affinity import tags
@@ -70,7 +69,7 @@ class ConductorProfile:
         hardware_types: Iterable[str] | None = None,
         conductor_group: str | None = None,
         where: str = '',
-    ) -> Self:
+    ) -> 'ConductorProfile':
         """Parse raw tag lists into a checked profile.
 
         :param where: prefixes the option names in error messages, e.g. a
@@ -162,7 +161,7 @@ class NodeRequest:
         driver: str | None = None,
         conductor_group: str | None = None,
         where: str = '',
-    ) -> Self:
+    ) -> 'NodeRequest':
         """Parse a node's raw tag list.
 
         :raises: InvalidTag naming ``where`` and the bad tag.

@@ -18,19 +18,32 @@
 the configured hash-ring manager, and a conductor's membership, then runs
 Ironic's own entry point unchanged.
 
-Importing this module imports nothing of Ironic's conductor manager: its
-main() asserts it is imported first by itself.
+Importing this module imports nothing of Ironic's, nor anything that
+imports threading: each launcher first
+imports Ironic's command module, which sets the process up as Ironic
+wants it before anything else is imported (Ironic 29 monkey-patches
+eventlet there, later releases pick oslo.service's threading backend),
+and never Ironic's conductor manager, whose main() asserts it is imported
+first by itself.
 """
 
+import importlib
 import sys
+from types import ModuleType
 from typing import Any
 
-from ironic.conf import CONF
-from oslo_log import log
 
-from ironic_affinity.integration import loader
+def ironic_command(name: str) -> ModuleType:
+    """Ironic's module of the command ``name`` (``api``, ``conductor``...).
 
-LOG = log.getLogger(__name__)
+    ``ironic.command`` since Ironic 30 (2025.2); ``ironic.cmd`` before.
+    """
+    try:
+        return importlib.import_module('ironic.command.' + name)
+    except ModuleNotFoundError as exc:
+        if exc.name != 'ironic.command':
+            raise
+    return importlib.import_module('ironic.cmd.' + name)
 
 
 def _install_membership() -> None:
@@ -42,6 +55,7 @@ def _install_membership() -> None:
     port than 8089).
     """
     from ironic.conductor import rpc_service
+    from ironic.conf import CONF
 
     from ironic_affinity.membership import service
 
@@ -106,36 +120,36 @@ def _note_reloads() -> None:
 
 def conductor() -> Any:
     """ironic-affinity-conductor: ironic-conductor with affinity."""
-    loader.install()
-    # Ironic's command package picks oslo.service's threading backend on
-    # import; it must come before anything that imports oslo.service.
-    from ironic.command import conductor as ironic_conductor
+    command = ironic_command('conductor')
+    from ironic_affinity.integration import loader
 
+    loader.install()
     _install_membership()
-    return ironic_conductor.main()
+    return command.main()
 
 
 def api() -> Any:
     """ironic-affinity-api: ironic-api with affinity.
 
-    Also loads the affinity API middleware unless [api]middleware is set,
-    so that bad node tags are refused at the door whichever way the API
-    is started.
+    Also puts the affinity API middleware in front of Ironic's application
+    (see :mod:`ironic_affinity.integration.api_app`), so that bad node
+    tags are refused at the door whichever way the API is started.
     """
-    loader.install()
-    from ironic.command import api as ironic_api
+    command = ironic_command('api')
+    from ironic_affinity.integration import api_app
 
-    CONF.set_default('middleware', ['affinity'], group='api')
-    return ironic_api.main()
+    api_app.install()
+    return command.main()
 
 
 def singleprocess() -> Any:
     """ironic-affinity-singleprocess: ironic (all in one) with affinity."""
-    loader.install()
-    from ironic.command import singleprocess as ironic_singleprocess
+    command = ironic_command('singleprocess')
+    from ironic_affinity.integration import api_app
 
+    api_app.install()
     _install_membership()
-    return ironic_singleprocess.main()
+    return command.main()
 
 
 if __name__ == '__main__':

@@ -64,7 +64,7 @@ class Deployment:
 
 
 def _active(connection: Any, timeout: int) -> dict[str, set[str]]:
-    limit = datetime.datetime.now(datetime.UTC).replace(
+    limit = datetime.datetime.now(datetime.timezone.utc).replace(
         tzinfo=None
     ) - datetime.timedelta(seconds=timeout)
     query = (

@@ -142,7 +142,9 @@ class NodeTagCache:
     def refresh(self) -> None:
         """Read what changed since the last refresh (all, the first time)."""
         now = time.monotonic()
-        started = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+        started = datetime.datetime.now(datetime.timezone.utc).replace(
+            tzinfo=None
+        )
         full = self._since is None or now - self._last_scan >= self.rescan
         query = sa.select(NODES.c.uuid, NODES.c.extra)
         if self._since is not None:

@@ -102,6 +102,21 @@ def _engine_key(
     return (snapshot.version, id(active))
 
 
+def _read_active_conductors() -> dict[str, set[str]]:
+    """Ironic's active conductors by 'group:hardware_type', read now."""
+    read = getattr(objects.Conductor, 'get_active_hardware_type_dict', None)
+    if read is not None:  # Ironic 32 and later
+        return read(  # type: ignore[no-any-return]
+            ironic_context.get_admin_context(), use_groups=True
+        )
+    # Ironic 29 has the query on its database API only.
+    from ironic.db import api as dbapi
+
+    return dbapi.get_instance().get_active_hardware_type_dict(  # type: ignore[no-any-return]
+        use_groups=True
+    )
+
+
 class AffinityHashRingManager:
     """Ironic's HashRingManager contract, placing by affinity."""
 
@@ -122,9 +137,7 @@ class AffinityHashRingManager:
         with _STATE.lock:
             if not self.cache or _STATE.active_at < limit:
                 try:
-                    active = objects.Conductor.get_active_hardware_type_dict(
-                        ironic_context.get_admin_context(), use_groups=True
-                    )
+                    active = _read_active_conductors()
                 except Exception as exc:
                     if not _STATE.active:
                         raise

@@ -62,7 +62,7 @@ class DatabaseOutageTestCase(base.TestCase):
                 ),
                 {
                     'extra': json.dumps(bad),
-                    'now': datetime.datetime.now(datetime.UTC),
+                    'now': datetime.datetime.now(datetime.timezone.utc),
                     'uuid': legacy,
                 },
             )
