@@ -22,8 +22,15 @@ if is_service_enabled ir-api ir-cond; then
                     configure_ironic_affinity
                     ;;
                 extra)
-                    echo_summary "Switching Ironic to the ironic-affinity launchers"
+                    echo_summary "Running Ironic with ironic-affinity"
                     start_ironic_affinity
+                    ;;
+                test-config)
+                    # The last phase of stack.sh: every plugin has
+                    # started its services and Ironic's has enrolled its
+                    # nodes; tempest has not run yet.
+                    echo_summary "Verifying ironic-affinity placement"
+                    verify_ironic_affinity
                     ;;
             esac
             ;;
