@@ -13,7 +13,7 @@
 """The live member view every placing process holds.
 
 A background thread (a real one) reads the group and every member's
-capabilities in one call every watch interval, and publishes an immutable
+capabilities every watch interval (reading.py), and publishes an immutable
 :class:`Snapshot`. The snapshot's version changes exactly when the set
 of members or a member's profile changes, so placement caches keyed by it
 are dropped then and only then.
@@ -42,6 +42,7 @@ from ironic_affinity import exception
 from ironic_affinity import profile
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import capabilities
+from ironic_affinity.membership import reading
 
 LOG = log.getLogger(__name__)
 
@@ -194,9 +195,9 @@ class MemberView:
         # Bounded: a driver may otherwise wait as long as its server is
         # away (kazoo does), and an outage would never show as one.
         try:
-            found = self._coordinator.get_members_with_capabilities(
-                self.group
-            ).get(timeout=self.timeout)
+            found = reading.members_with_capabilities(
+                self._coordinator, self.group, self.timeout
+            )
         except coordination.GroupNotCreated:
             return {}, True
         return {

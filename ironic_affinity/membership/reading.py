@@ -1,0 +1,68 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Every member of a group with its capabilities, on any supported tooz.
+
+tooz 9.1.0 added ``get_members_with_capabilities``; its base class raises
+NotImplemented, and only the file, Redis, etcd3gw, ZooKeeper and
+memcached drivers override it. Older tooz, and the other drivers of
+9.1.0, get the member list and then each member's capabilities.
+"""
+
+import time
+from typing import Any
+
+from tooz import coordination
+
+
+def members_with_capabilities(
+    coordinator: coordination.CoordinationDriver,
+    group: bytes,
+    timeout: float,
+) -> dict[Any, object]:
+    """Map each member id (as the driver returns it) to its capabilities.
+
+    The whole read takes at most ``timeout`` seconds, however many calls
+    it makes.
+
+    :raises: coordination.GroupNotCreated when the group does not exist;
+        any other tooz error when the backend cannot be read.
+    """
+    deadline = time.monotonic() + timeout
+    read_all = getattr(coordinator, 'get_members_with_capabilities', None)
+    if read_all is not None:
+        try:
+            return dict(read_all(group).get(timeout=timeout))
+        except NotImplementedError:
+            pass
+    members = coordinator.get_members(group).get(
+        timeout=max(0.0, deadline - time.monotonic())
+    )
+    # Ask for every member before waiting for any: ZooKeeper pipelines
+    # the requests, so the read costs about one round trip, not one per
+    # member. (Drivers that run calls on their executor still serve them
+    # one by one.)
+    pending = [
+        (member, coordinator.get_member_capabilities(group, member))
+        for member in members
+    ]
+    found: dict[Any, object] = {}
+    for member, result in pending:
+        try:
+            found[member] = result.get(
+                timeout=max(0.0, deadline - time.monotonic())
+            )
+        except coordination.MemberNotJoined:
+            # It left (or expired) after the list was read: it is gone,
+            # which is not a failure to read the group.
+            continue
+    return found
