@@ -17,8 +17,10 @@ Failover seconds and other figures are appended, as JSON lines, to the
 file named by IRONIC_AFFINITY_E2E_RESULTS when set (.ci/run prints them).
 """
 
+import importlib.metadata
 import json
 import os
+import platform
 import time
 
 from ironic_affinity.tests import base
@@ -59,8 +61,14 @@ EDIT2 = {
 
 
 def record(**figures):
+    """Append figures, with the Ironic and Python they were measured on."""
     path = os.environ.get('IRONIC_AFFINITY_E2E_RESULTS')
     if path:
+        figures = {
+            'ironic': importlib.metadata.version('ironic'),
+            'python': platform.python_version(),
+            **figures,
+        }
         with open(path, 'a') as handle:
             handle.write(json.dumps(figures) + '\n')
 

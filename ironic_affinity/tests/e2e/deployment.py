@@ -106,6 +106,22 @@ def _bin(name: str) -> str:
     return os.path.join(os.path.dirname(sys.executable), name)
 
 
+# The command line of the API process, by Deployment's api parameter.
+API_MODES = {
+    'launcher': [_bin('ironic-affinity-api')],
+    'middleware': [_bin('ironic-api')],
+    'wsgi': [sys.executable, '-m', 'ironic_affinity.tests.e2e.wsgi_server'],
+    'plain': [_bin('ironic-api')],
+}
+
+
+def ironic_has_middleware_option() -> bool:
+    """Whether this Ironic has [api]middleware (Ironic 35 and later)."""
+    from ironic.conf import api as api_options
+
+    return any(opt.name == 'middleware' for opt in api_options.opts)
+
+
 class Deployment(fixtures.Fixture):
     """API + conductors; conductor i is named 127.0.0.1:(first_rpc_port+i-1).
 
@@ -118,18 +134,20 @@ class Deployment(fixtures.Fixture):
         self,
         manager: str = 'affinity',
         timers: dict[str, int] | None = None,
-        middleware: bool = False,
-        plain_api: bool = False,
+        api: str = 'launcher',
         first_rpc_port: int = FIRST_RPC_PORT,
         postgres: str = POSTGRES,
     ) -> None:
-        """:param middleware: run Ironic's own ironic-api with
-        [api]middleware = affinity instead of our API launcher.
-        :param plain_api: run Ironic's own ironic-api without the plugin
-            (a misconfiguration the upgrade check must catch)."""
+        """:param api: how the API runs: 'launcher' (ironic-affinity-api);
+        'middleware' (Ironic's own ironic-api with [api]middleware =
+        affinity, Ironic 35 and later); 'wsgi' (our WSGI application
+        in a WSGI server, as uwsgi would serve it); 'plain' (Ironic's
+        own ironic-api without the plugin: a misconfiguration the
+        upgrade check must catch)."""
         super().__init__()
-        self.middleware = middleware
-        self.plain_api = plain_api
+        if api not in API_MODES:
+            raise ValueError('api must be one of %s' % sorted(API_MODES))
+        self.api = api
         self.first_rpc_port = first_rpc_port
         #: SQLAlchemy URL of the PostgreSQL server, without a database.
         self.postgres = postgres
@@ -160,13 +178,9 @@ class Deployment(fixtures.Fixture):
                     database=self.database_url,
                     backend=self.redis.url,
                     manager=self.manager,
-                    # ironic-affinity-api's own default loads the
-                    # middleware; a plain API must not.
                     middleware=(
                         'middleware = affinity'
-                        if self.middleware
-                        else 'middleware ='
-                        if self.plain_api
+                        if self.api == 'middleware'
                         else ''
                     ),
                     **self.timers,
@@ -185,13 +199,7 @@ class Deployment(fixtures.Fixture):
         )
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.addCleanup(self.stop_all)
-        # Ironic's own ironic-api with our middleware, or our launcher.
-        api = (
-            'ironic-api'
-            if self.middleware or self.plain_api
-            else 'ironic-affinity-api'
-        )
-        self._start('api', [_bin(api), '--config-file', self.conf])
+        self._start('api', API_MODES[self.api] + ['--config-file', self.conf])
         self.wait(lambda: self._get('/v1') is not None, 60, 'API up')
 
     def _drop_database(self, admin: sa.Engine) -> None:

@@ -43,6 +43,18 @@ class EndToEndTestCase(base.TestCase):
         )
         self.assert_power_sync(before)
 
+        # The live commands read the same deployment and agree.
+        result = dep.cli('members', '-f', 'json')
+        self.assertEqual(0, result.returncode, result.stderr)
+        members = {m['name']: m for m in json.loads(result.stdout)['members']}
+        self.assertEqual({self.name(i) for i in (1, 2, 3)}, set(members))
+        self.assertIn('customer1', json.dumps(members[self.name(2)]))
+        result = dep.cli('explain', 'node3', '-f', 'json')
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertEqual(self.name(1), json.loads(result.stdout)['conductor'])
+        result = dep.cli('check', '-f', 'json')
+        self.assertEqual(0, result.returncode, result.stdout)
+
         start = time.monotonic()
         dep.crash(1)
         expected = {
@@ -189,7 +201,17 @@ class EndToEndTestCase(base.TestCase):
 
     def test_api_middleware_places_and_validates(self):
         # Ironic's own ironic-api, with [api] middleware = affinity only.
-        dep = self.deploy(base.EDIT2, middleware=True)
+        if not deployment.ironic_has_middleware_option():
+            self.skipTest('this Ironic has no [api]middleware option')
+        self._places_and_validates('middleware')
+
+    def test_wsgi_application_places_and_validates(self):
+        # Our WSGI application in a WSGI server, as uwsgi serves it: the
+        # way to enable the API side where Ironic has no [api]middleware.
+        self._places_and_validates('wsgi')
+
+    def _places_and_validates(self, api):
+        dep = self.deploy(base.EDIT2, api=api)
         node1 = dep.create_node('node1', 'rack10, network1, datacenter1')
         node2 = dep.create_node('node2', 'rack20, network3, datacenter1')
         self.wait_placed({node1: {self.name(1)}, node2: {self.name(1)}})
@@ -235,7 +257,7 @@ class EndToEndTestCase(base.TestCase):
         # Conductors run the plugin; the API is Ironic's own ironic-api
         # without it, routing by Ironic's ring. Nothing in Ironic shows
         # this; the missing announcement in the API group does.
-        dep = self.useFixture(deployment.Deployment(plain_api=True))
+        dep = self.useFixture(deployment.Deployment(api='plain'))
         dep.start_conductor(1)
         dep.start_conductor(2)
         dep.wait_conductors(1, 2)
