@@ -235,8 +235,8 @@ function openstack {
         "node set")
             value=${4#*=}
             node=$5
-            if [[ $(cat "$STATE/api_validates") == 1 &&
-                    ! $value =~ ^[A-Za-z0-9._:,\ -]*$ ]]; then
+            local valid='^[A-Za-z0-9._:, -]*$'
+            if [[ $(cat "$STATE/api_validates") == 1 && ! $value =~ $valid ]]; then
                 echo "Bad Request: invalid affinity tag (HTTP 400)" >&2
                 return 1
             fi
@@ -245,8 +245,14 @@ function openstack {
         "node show")
             node=$3
             echo x >> "$STATE/polls.$node"
-            if [[ $version == latest && -f $STATE/extra.$node &&
-                    $(wc -l < "$STATE/polls.$node") -ge $(cat "$STATE/place_after") ]]; then
+            local polls placed=no
+            polls=$(wc -l < "$STATE/polls.$node")
+            if [[ $version == latest && -f $STATE/extra.$node ]]; then
+                if [[ $polls -ge $(cat "$STATE/place_after") ]]; then
+                    placed=yes
+                fi
+            fi
+            if [[ $placed == yes ]]; then
                 cat "$STATE/placed_on"
             else
                 echo None
@@ -341,7 +347,7 @@ function unit_command {
 }
 
 function failed_with {
-    ((PHASE_RC != 0)) && contains "$PHASE_OUT" "$1"
+    [[ $PHASE_RC != 0 ]] && contains "$PHASE_OUT" "$1"
 }
 
 
@@ -500,7 +506,10 @@ for python in ${IRONIC_PYTHONS:-}; do
     else
         found=no
     fi
-    if [[ ${version%%.*} -ge 35 ]]; then wanted=yes; else wanted=no; fi
+    wanted=no
+    if [[ ${version%%.*} -ge 35 ]]; then
+        wanted=yes
+    fi
     expect "detection on a real Ironic $version ($python): [api]middleware $found" \
         test "$found" = "$wanted"
 done
