@@ -35,8 +35,7 @@ from ironic_affinity.membership import backend
 from ironic_affinity.membership import service
 
 
-# oslo.upgradecheck is Ironic's dependency, absent where mypy runs.
-class Checks(upgradecheck.UpgradeCommands):  # type: ignore[misc]
+class Checks(upgradecheck.UpgradeCommands):
     """The checks of ironic-affinity."""
 
     def __init__(self, conf: cfg.ConfigOpts) -> None:

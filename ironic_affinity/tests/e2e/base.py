@@ -81,6 +81,8 @@ class TestCase(base.TestCase):
         for index, tag_lists in conductors.items():
             dep.start_conductor(index, **tag_lists)
         dep.wait_conductors(*conductors)
+        if manager == 'affinity':
+            dep.wait_members(*conductors)
         self.dep = dep
         return dep
 

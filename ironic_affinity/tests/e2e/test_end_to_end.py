@@ -227,6 +227,9 @@ class EndToEndTestCase(base.TestCase):
             node1, 'affinity_tags', 'datacenter1 rack20'
         )
         self.assertEqual(200, status, body)
+        # This API announced itself: the upgrade check passes.
+        result = dep.status()
+        self.assertEqual(0, result.returncode, result.stdout)
 
     def test_unpatched_conductor_is_reported(self):
         # One conductor started with Ironic's own ironic-conductor: it
@@ -235,6 +238,7 @@ class EndToEndTestCase(base.TestCase):
         dep.start_conductor(1)
         dep.start_conductor(2, program='ironic-conductor')
         dep.wait_conductors(1, 2)
+        dep.wait_members(1)
         self.dep = dep
         node = dep.create_node('n1', 'rack1')
         # Only the conductor in the group is given the node...
@@ -261,6 +265,7 @@ class EndToEndTestCase(base.TestCase):
         dep.start_conductor(1)
         dep.start_conductor(2)
         dep.wait_conductors(1, 2)
+        dep.wait_members(1, 2)
         result = dep.status()
         self.assertEqual(2, result.returncode, result.stdout)
         # The table wraps lines: compare without the frame.
@@ -378,6 +383,8 @@ class EndToEndTestCase(base.TestCase):
         for index in (1, 2, 3):
             dep.start_conductor(index)
         dep.wait_conductors(1, 2, 3)
+        if manager == 'affinity':
+            dep.wait_members(1, 2, 3)
         self.dep = dep
         # 30 nodes: that one of three tied conductors gets none has a
         # chance of 3 * (2/3)**30, about 1 in 70,000.

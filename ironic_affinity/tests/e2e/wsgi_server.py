@@ -19,7 +19,9 @@ Ironic's WSGI module parses as its configuration, then served on
 stand-in for uwsgi or mod_wsgi, which are not installed here).
 """
 
+import io
 import socketserver
+from typing import Any
 from wsgiref import simple_server
 
 
@@ -32,6 +34,23 @@ class _QuietHandler(simple_server.WSGIRequestHandler):
         pass  # Ironic logs each request itself
 
 
+def _bounded_input(application: Any) -> Any:
+    """Give the application a request body that ends where the request
+    does, as uwsgi and mod_wsgi do: wsgiref hands over the socket itself,
+    and Ironic 32 and later read it to its end, which then never comes."""
+
+    def serve(environ: dict[str, Any], start_response: Any) -> Any:
+        try:
+            length = int(environ.get('CONTENT_LENGTH') or 0)
+        except ValueError:
+            length = 0
+        body = environ['wsgi.input'].read(length) if length > 0 else b''
+        environ['wsgi.input'] = io.BytesIO(body)
+        return application(environ, start_response)
+
+    return serve
+
+
 def main() -> None:
     from ironic.conf import CONF
 
@@ -40,7 +59,7 @@ def main() -> None:
     server = simple_server.make_server(
         CONF.api.host_ip,
         CONF.api.port,
-        wsgi.application,
+        _bounded_input(wsgi.application),
         server_class=_ThreadingServer,
         handler_class=_QuietHandler,
     )
