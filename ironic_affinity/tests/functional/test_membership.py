@@ -33,6 +33,7 @@ from tooz import coordination
 from ironic_affinity import conf as affinity_conf
 from ironic_affinity import profile
 from ironic_affinity.membership import backend
+from ironic_affinity.membership import reading
 from ironic_affinity.membership import service
 from ironic_affinity.membership import view
 from ironic_affinity.tests import base
@@ -286,6 +287,42 @@ class MembershipMixin(MemberHelpers):
         snapshot = self.wait_view(lambda s: 'rogue' in s.rejected)
         self.assertIn('soft_affinity_tags', snapshot.rejected['rogue'])
         self.assertEqual({'good'}, set(snapshot.members))
+
+    def test_both_read_paths_agree(self):
+        # tooz 9.1.0 reads the group in one call where the driver has
+        # it; older tooz lists it, then asks each member. Both must see
+        # the same members with the same capabilities.
+        self.start_member('a')
+        self.start_member('b', dict(TAGS, soft_affinity_tags='rack7'))
+        self.wait_view(lambda s: {'a', 'b'} <= set(s.members))
+        reader = backend.coordinator(
+            self.server.url, view.observer_id(), TIMEOUT
+        )
+        reader.start(start_heart=False)
+        self.addCleanup(reader.stop)
+        group = self.group.encode()
+        installed = reading.members_with_capabilities(reader, group, TIMEOUT)
+        listed = reading.members_with_capabilities(
+            ListThenEach(reader), group, TIMEOUT
+        )
+        self.assertEqual(
+            {'a', 'b'}, {backend.decode_member_id(m) for m in listed}
+        )
+        self.assertEqual(installed, listed)
+
+
+class ListThenEach:
+    """A client as tooz before 9.1.0 has it: no
+    get_members_with_capabilities."""
+
+    def __init__(self, real):
+        self.real = real
+
+    def get_members(self, group):
+        return self.real.get_members(group)
+
+    def get_member_capabilities(self, group, member):
+        return self.real.get_member_capabilities(group, member)
 
 
 class OutageMixin:
