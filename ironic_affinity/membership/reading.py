@@ -31,8 +31,9 @@ def members_with_capabilities(
 ) -> dict[Any, object]:
     """Map each member id (as the driver returns it) to its capabilities.
 
-    The whole read takes at most ``timeout`` seconds, however many calls
-    it makes.
+    Waits at most ``timeout`` seconds in all for answers, however many
+    calls it makes. (tooz 9.1.0's ZooKeeper driver reads each member's
+    node after that wait, one by one, under kazoo's own timeout.)
 
     :raises: coordination.GroupNotCreated when the group does not exist;
         any other tooz error when the backend cannot be read.
@@ -48,9 +49,9 @@ def members_with_capabilities(
         timeout=max(0.0, deadline - time.monotonic())
     )
     # Ask for every member before waiting for any: ZooKeeper pipelines
-    # the requests, so the read costs about one round trip, not one per
-    # member. (Drivers that run calls on their executor still serve them
-    # one by one.)
+    # the requests, so their round trips overlap instead of adding up.
+    # (Redis, etcd and the file driver run calls on one worker thread
+    # each and still serve them one by one.)
     pending = [
         (member, coordinator.get_member_capabilities(group, member))
         for member in members
