@@ -133,6 +133,11 @@ _LOG_TIME = re.compile(
 )
 
 
+def _utcnow() -> datetime.datetime:
+    """Naive UTC, as Ironic stamps its rows."""
+    return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+
+
 def _percentile(values: list[float], fraction: float) -> float:
     if not values:
         return float('nan')
@@ -163,7 +168,7 @@ def _insert_nodes(url: str, count: int) -> float:
         sa.column('version'),
     )
     vocabulary = ['rack%d' % i for i in range(40)] + ['dc1', 'dc2', 'dc3']
-    stamp = datetime.datetime.utcnow() - datetime.timedelta(hours=1)
+    stamp = _utcnow() - datetime.timedelta(hours=1)
     start = time.perf_counter()
     with engine.begin() as connection:
         for offset in range(0, count, 5000):
@@ -347,7 +352,7 @@ def run(manager: str, args: argparse.Namespace) -> dict[str, Any]:
                             'UPDATE nodes SET updated_at = :now '
                             'WHERE maintenance'
                         ),
-                        {'now': datetime.datetime.utcnow()},
+                        {'now': _utcnow()},
                     )
                 touches += 1
                 next_touch += args.touch

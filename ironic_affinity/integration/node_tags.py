@@ -19,12 +19,20 @@ every save), with a margin for clocks and commit order, and re-lists all
 uuids now and then to forget deleted nodes. At 100,000 nodes a change
 costs one indexed query returning the changed rows, not a full read.
 
+Rows come in batches from a server-side cursor, and the reading thread
+gives up the interpreter between batches (see ``BATCH``), so that a read
+of every node never holds a conductor still: under Ironic 29, which
+monkey-patches eventlet, this thread is a green thread of the conductor's
+one event loop, and psycopg2 blocks that loop for as long as a fetch
+lasts.
+
 Tags live in the node's ``extra`` field under a configurable key, as a
 list or a comma/space separated string. A value outside the tag grammar
 (written before the plugin checked values at the API) is read as no tags,
 with one warning naming the node, so the node is still placed.
 """
 
+from collections.abc import Iterator
 import datetime
 import json
 import threading
@@ -44,6 +52,13 @@ LOG = log.getLogger(__name__)
 # so a row can appear with a stamp somewhat in the past. A changed row is
 # thus read a few times over this window; an unchanged one never again.
 MARGIN = datetime.timedelta(seconds=30)
+
+# Rows per fetch and per decoding batch. A green thread runs until it
+# yields: one fetch of 100,000 rows and their JSON decoding held Ironic
+# 29's conductors (heartbeat, RPC server, periodic tasks) for seconds.
+# time.sleep(0) between batches yields under eventlet's patched time
+# and only lets other threads run in a threaded process.
+BATCH = 1000
 
 METADATA = sa.MetaData()
 # Ironic's nodes table, only the columns this project reads (here and in
@@ -73,6 +88,16 @@ def tags_from_extra(extra: Any, key: str, node: str) -> frozenset[str]:
     if not isinstance(extra, dict):
         return NO_TAGS
     return tags.parse_tags(extra.get(key), 'node %s extra.%s' % (node, key))
+
+
+def _batches(
+    connection: sa.Connection, query: sa.Select[Any]
+) -> Iterator[Any]:
+    """The query's rows, BATCH at a time, yielding between batches."""
+    result = connection.execution_options(yield_per=BATCH).execute(query)
+    for batch in result.partitions():
+        yield batch
+        time.sleep(0)
 
 
 class NodeTagCache:
@@ -154,22 +179,27 @@ class NodeTagCache:
                     NODES.c.updated_at >= since, NODES.c.created_at >= since
                 )
             )
+        # Nothing is applied unless the whole read succeeds.
+        updates: list[tuple[str, frozenset[str]]] = []
+        uuids: set[str] | None = None
         with self._engine.connect() as connection:
-            rows = connection.execute(query).all()
-            uuids = None
+            for batch in _batches(connection, query):
+                updates.extend(
+                    (uuid, self._parse(uuid, extra)) for uuid, extra in batch
+                )
             if full and self._since is not None:
-                uuids = {
-                    row[0]
-                    for row in connection.execute(sa.select(NODES.c.uuid))
-                }
-        self.last_rows = len(rows)
+                uuids = set()
+                for batch in _batches(connection, sa.select(NODES.c.uuid)):
+                    uuids.update(row[0] for row in batch)
+        self.last_rows = len(updates)
         changed = False
-        updates = {uuid: self._parse(uuid, extra) for uuid, extra, *_ in rows}
         with self._lock:
-            for uuid, node_tags in updates.items():
-                if self._tags.get(uuid) != node_tags:
-                    self._tags[uuid] = node_tags
-                    changed = True
+            for start in range(0, len(updates), BATCH):
+                for uuid, node_tags in updates[start : start + BATCH]:
+                    if self._tags.get(uuid) != node_tags:
+                        self._tags[uuid] = node_tags
+                        changed = True
+                time.sleep(0)
             if uuids is not None:
                 for gone in set(self._tags) - uuids:
                     del self._tags[gone]
