@@ -13,16 +13,14 @@
 """Reading a live deployment for the operator commands.
 
 Nodes and Ironic's active conductors come straight from Ironic's
-database (read-only, a few columns, no Ironic import needed), members
-from the coordination backend; the result is fed to the same engine and
+database (read-only, through :mod:`ironic_db`, which counts conductors
+active exactly as Ironic does; no Ironic import needed), members from
+the coordination backend; the result is fed to the same engine and
 reports as the offline commands, through the same candidate rule as the
 ring manager.
 """
 
-import collections
 import dataclasses
-import datetime
-from typing import Any
 
 from oslo_config import cfg
 import sqlalchemy as sa
@@ -31,27 +29,11 @@ from ironic_affinity import candidates
 from ironic_affinity import exception
 from ironic_affinity import profile
 from ironic_affinity._i18n import _
+from ironic_affinity.integration import ironic_db
 from ironic_affinity.integration import node_tags
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import service
 from ironic_affinity.membership import view
-
-_NODES = node_tags.NODES
-_CONDUCTORS = sa.Table(
-    'conductors',
-    node_tags.METADATA,
-    sa.Column('id', sa.Integer),
-    sa.Column('hostname', sa.String(255)),
-    sa.Column('conductor_group', sa.String(255)),
-    sa.Column('online', sa.Boolean),
-    sa.Column('updated_at', sa.DateTime),
-)
-_HARDWARE = sa.Table(
-    'conductor_hardware_interfaces',
-    node_tags.METADATA,
-    sa.Column('conductor_id', sa.Integer),
-    sa.Column('hardware_type', sa.String(255)),
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,26 +43,6 @@ class Deployment:
     # Active in Ironic but not in the group: no node goes to them.
     not_members: frozenset[str]
     bad_tags: dict[str, str]
-
-
-def _active(connection: Any, timeout: int) -> dict[str, set[str]]:
-    limit = datetime.datetime.now(datetime.timezone.utc).replace(
-        tzinfo=None
-    ) - datetime.timedelta(seconds=timeout)
-    query = (
-        sa.select(
-            _CONDUCTORS.c.hostname,
-            _CONDUCTORS.c.conductor_group,
-            _HARDWARE.c.hardware_type,
-        )
-        .join(_HARDWARE, _HARDWARE.c.conductor_id == _CONDUCTORS.c.id)
-        .where(_CONDUCTORS.c.online.is_(True))
-        .where(_CONDUCTORS.c.updated_at >= limit)
-    )
-    active: dict[str, set[str]] = collections.defaultdict(set)
-    for host, group, hardware_type in connection.execute(query):
-        active['%s:%s' % (group or '', hardware_type)].add(host)
-    return dict(active)
 
 
 def load(conf: cfg.ConfigOpts, timeout: float) -> Deployment:
@@ -116,23 +78,28 @@ def read(conf: cfg.ConfigOpts, snapshot: view.Snapshot) -> Deployment:
             'with --config-file'
         )
     key = conf.affinity.node_tags_key
-    engine = sa.create_engine(conf.database.connection)
+    database = ironic_db.IronicDatabase(conf.database.connection)
+    try:
+        with database.engine.connect() as connection:
+            # The same rule as Ironic's own, SQLite and timeout included:
+            # the commands must show what the ring manager does.
+            active = ironic_db.active_conductors(
+                connection,
+                conf.conductor.heartbeat_timeout,
+                database.sqlite,
+            )
+            rows = [
+                row
+                for batch in ironic_db.node_batches(
+                    connection,
+                    ('uuid', 'name', 'driver', 'conductor_group', 'extra'),
+                )
+                for row in batch
+            ]
+    finally:
+        database.dispose()
     nodes = []
     bad = {}
-    try:
-        with engine.connect() as connection:
-            active = _active(connection, conf.conductor.heartbeat_timeout)
-            rows = connection.execute(
-                sa.select(
-                    _NODES.c.uuid,
-                    _NODES.c.name,
-                    _NODES.c.driver,
-                    _NODES.c.conductor_group,
-                    _NODES.c.extra,
-                )
-            ).all()
-    finally:
-        engine.dispose()
     for uuid, name, driver, group, extra in rows:
         try:
             found = node_tags.tags_from_extra(extra, key, uuid)
@@ -148,9 +115,11 @@ def read(conf: cfg.ConfigOpts, snapshot: view.Snapshot) -> Deployment:
                 conductor_group=(group or '').lower(),
             )
         )
+    # The candidate rule takes plain sets.
+    hosts = {kind: set(names) for kind, names in active.items()}
     return Deployment(
-        tuple(candidates.live_profiles(snapshot.members, active)),
+        tuple(candidates.live_profiles(snapshot.members, hosts)),
         tuple(nodes),
-        candidates.not_members(snapshot.members, active),
+        candidates.not_members(snapshot.members, hosts),
         bad,
     )

@@ -1,0 +1,191 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Ironic's database, read-only: the one module that knows its schema.
+
+Ironic owns the schema; this module mirrors only the columns the project
+reads, so that nothing here needs Ironic installed (the live operator
+commands run without it) and a schema change is found in one place.
+
+Ironic's active conductors are computed here exactly as Ironic computes
+them for its hash ring (the same rule in Ironic 29 through 39): every
+hardware type a conductor registered, of conductors marked online and,
+unless Ironic runs on SQLite or ``[conductor]heartbeat_timeout`` is 0 or
+less, whose last heartbeat is no older than that timeout. On SQLite
+Ironic stops heartbeats altogether, so it cannot use them there.
+"""
+
+from collections.abc import Iterator
+from collections.abc import Sequence
+import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+METADATA = sa.MetaData()
+
+NODES = sa.Table(
+    'nodes',
+    METADATA,
+    sa.Column('uuid', sa.String(36)),
+    sa.Column('name', sa.String(255)),
+    sa.Column('driver', sa.String(255)),
+    sa.Column('conductor_group', sa.String(255)),
+    sa.Column('extra', sa.Text),
+    sa.Column('created_at', sa.DateTime),
+    sa.Column('updated_at', sa.DateTime),
+)
+
+CONDUCTORS = sa.Table(
+    'conductors',
+    METADATA,
+    sa.Column('id', sa.Integer, primary_key=True),
+    sa.Column('hostname', sa.String(255), nullable=False),
+    sa.Column(
+        'conductor_group', sa.String(255), nullable=False, server_default=''
+    ),
+    sa.Column('online', sa.Boolean),
+    sa.Column('updated_at', sa.DateTime),
+)
+
+HARDWARE_INTERFACES = sa.Table(
+    'conductor_hardware_interfaces',
+    METADATA,
+    sa.Column('conductor_id', sa.Integer, nullable=False),
+    sa.Column('hardware_type', sa.String(255), nullable=False),
+)
+
+#: Rows per fetch from the server-side cursor of a node read.
+BATCH = 1000
+
+
+def is_sqlite(url: str) -> bool:
+    """Whether Ironic, configured with this URL, considers it SQLite.
+
+    Ironic's own test is a substring match on the whole URL, not the
+    dialect name; the same test here keeps both sides in agreement.
+    """
+    return 'sqlite' in url.lower()
+
+
+def utcnow() -> datetime.datetime:
+    """Now in UTC, naive, as Ironic stamps its rows."""
+    return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+
+
+def active_conductors(
+    connection: sa.Connection,
+    heartbeat_timeout: int,
+    sqlite: bool,
+    use_groups: bool = True,
+    now: datetime.datetime | None = None,
+) -> dict[str, frozenset[str]]:
+    """Ironic's active conductors, by hardware type.
+
+    :param heartbeat_timeout: Ironic's ``[conductor]heartbeat_timeout``.
+    :param sqlite: whether Ironic runs on SQLite (see :func:`is_sqlite`).
+    :param use_groups: keys ``'<conductor_group>:<hardware_type>'`` if
+        true, ``'<hardware_type>'`` if not, as Ironic's own switch.
+    :param now: the current UTC time, naive; the clock by default.
+    :returns: key -> hostnames of the conductors running it.
+    """
+    conductors = CONDUCTORS.c
+    query = (
+        sa.select(
+            conductors.hostname,
+            conductors.conductor_group,
+            HARDWARE_INTERFACES.c.hardware_type,
+        )
+        .select_from(
+            HARDWARE_INTERFACES.join(
+                CONDUCTORS,
+                HARDWARE_INTERFACES.c.conductor_id == conductors.id,
+            )
+        )
+        .where(conductors.online.is_(True))
+    )
+    if not sqlite and heartbeat_timeout > 0:
+        limit = (now or utcnow()) - datetime.timedelta(
+            seconds=heartbeat_timeout
+        )
+        query = query.where(conductors.updated_at >= limit)
+    found: dict[str, set[str]] = {}
+    # One row per registered interface: many rows per conductor and type.
+    for hostname, group, hardware_type in connection.execute(query):
+        key = '%s:%s' % (group, hardware_type) if use_groups else hardware_type
+        found.setdefault(key, set()).add(hostname)
+    return {key: frozenset(hosts) for key, hosts in found.items()}
+
+
+def node_batches(
+    connection: sa.Connection,
+    columns: Sequence[str] = ('uuid', 'extra'),
+    since: datetime.datetime | None = None,
+    batch: int | None = None,
+) -> Iterator[Sequence[sa.Row[Any]]]:
+    """Rows of the nodes table, a batch at a time.
+
+    Ironic has no index on ``created_at`` or ``updated_at``: a read
+    with ``since`` still scans the whole table on the server, it only
+    returns fewer rows.
+
+    :param columns: names of the columns of :data:`NODES` to return.
+    :param since: only nodes created or saved at or after this naive UTC
+        time, by the stamps of whoever wrote them.
+    :param batch: rows per fetch (:data:`BATCH` by default), from a
+        server-side cursor where the driver has one.
+    """
+    query = sa.select(*(NODES.c[name] for name in columns))
+    if since is not None:
+        query = query.where(
+            sa.or_(NODES.c.updated_at >= since, NODES.c.created_at >= since)
+        )
+    result = connection.execution_options(yield_per=batch or BATCH).execute(
+        query
+    )
+    yield from result.partitions()
+
+
+class IronicDatabase:
+    """One engine on Ironic's database, and what is read through it."""
+
+    def __init__(self, url: str, pool_size: int = 1) -> None:
+        """:param url: Ironic's ``[database]connection``.
+        :param pool_size: connections kept open; one more may be opened
+            for a moment when they are all in use.
+        """
+        #: Whether Ironic, on this URL, ignores conductor heartbeats.
+        self.sqlite = is_sqlite(url)
+        pool: dict[str, Any] = {}
+        if sa.engine.make_url(url).get_backend_name() != 'sqlite':
+            # SQLite's pools (one connection per thread, or per file)
+            # take no sizes.
+            pool = {'pool_size': pool_size, 'max_overflow': 1}
+        # pre-ping: the database may restart or fail over under a
+        # long-lived process; a dead pooled connection is replaced, not
+        # handed out.
+        self.engine: sa.Engine = sa.create_engine(
+            url, pool_pre_ping=True, **pool
+        )
+
+    def active_conductors(
+        self, heartbeat_timeout: int, use_groups: bool = True
+    ) -> dict[str, frozenset[str]]:
+        """Ironic's active conductors now: see :func:`active_conductors`."""
+        with self.engine.connect() as connection:
+            return active_conductors(
+                connection, heartbeat_timeout, self.sqlite, use_groups
+            )
+
+    def dispose(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()
