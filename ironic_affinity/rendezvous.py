@@ -28,6 +28,7 @@ on every host computes the same placement.
 """
 
 from collections.abc import Iterable
+from collections.abc import Sequence
 import hashlib
 
 import numpy as np
@@ -93,3 +94,17 @@ def winners(keys: Hashes, members: Hashes) -> npt.NDArray[np.intp]:
         block = keys[start : start + rows, np.newaxis] ^ members[np.newaxis]
         result[start : start + rows] = _mix(block).argmax(axis=1)
     return result
+
+
+def ranking(key: bytes, names: Sequence[str]) -> list[str]:
+    """``names`` from the highest rendezvous weight for ``key`` down.
+
+    The first is what :func:`winners` picks for the same names in the
+    same order; each next one is who a node goes to when every name
+    before it is gone. Ties keep the order given.
+    """
+    if not names:
+        return []
+    found = weights(hash64(key), hash_names(names)).tolist()
+    order = sorted(range(len(names)), key=lambda i: (-found[i], i))
+    return [names[i] for i in order]

@@ -47,42 +47,89 @@ def ironic_command(name: str) -> ModuleType:
 
 
 def _install_membership() -> None:
-    """Join the group once a conductor has started, leave on stop.
+    """Join the group before Ironic lists the conductor; leave on stop.
 
-    Wraps the conductor service's start and stop: start returns after
-    Ironic's init_host, i.e. once the conductor can take work and is
-    registered under its final name (host:port with json-rpc on another
-    port than 8089).
+    Ironic lists a conductor as active for a hardware type once
+    ``init_host`` has registered its hardware interfaces. Joining just
+    before that (the conductor's final name, host:port with json-rpc on
+    another port than 8089, is set by then) means that no process sees
+    the conductor active in Ironic while the group lacks it, but for one
+    watch interval of its view, which the ring manager reads through
+    (see placement_state). Should init_host fail after the join, the
+    conductor leaves again.
     """
     from ironic.conductor import rpc_service
     from ironic.conf import CONF
+    from oslo_log import log
 
     from ironic_affinity.membership import service
 
+    logger = log.getLogger(__name__)
     if getattr(rpc_service.RPCService, '_affinity_wrapped', False):
         return
     original_start = rpc_service.RPCService.start
     original_stop = rpc_service.RPCService.stop
 
-    def start(self: Any) -> None:
-        original_start(self)
-        if CONF.affinity.hash_ring_manager != 'affinity':
-            return
-        membership = service.ConductorMembership(
-            CONF,
-            self.manager.host,
-            frozenset(CONF.enabled_hardware_types),
-            CONF.conductor.conductor_group or '',
+    def join(manager: Any) -> None:
+        if (
+            CONF.affinity.hash_ring_manager == 'affinity'
+            and getattr(manager, '_affinity_membership', None) is None
+        ):
+            membership = service.ConductorMembership(
+                CONF,
+                manager.host,
+                frozenset(CONF.enabled_hardware_types),
+                CONF.conductor.conductor_group or '',
+            )
+            membership.start()
+            manager._affinity_membership = membership
+            timeout = CONF.affinity.member_timeout
+            if not membership.member.joined.wait(timeout):
+                logger.warning(
+                    'Conductor %(name)s has not joined the affinity group '
+                    'within %(timeout)s s; it registers with Ironic now and '
+                    'joins once the coordination backend answers. No node '
+                    'is routed to it until then.',
+                    {'name': manager.host, 'timeout': timeout},
+                )
+
+    def leave(manager: Any) -> None:
+        membership = getattr(manager, '_affinity_membership', None)
+        if membership is not None:
+            manager._affinity_membership = None
+            membership.stop()
+
+    def join_before_registering(manager: Any) -> None:
+        # On this instance only: importing the manager's module here
+        # would import Ironic's conductor before its command has set the
+        # process up.
+        original = getattr(
+            manager, '_register_and_validate_hardware_interfaces', None
         )
-        membership.start()
-        self._affinity_membership = membership
+        if original is None:
+            return
+
+        def register(hardware_types: Any) -> Any:
+            join(manager)
+            return original(hardware_types)
+
+        manager._register_and_validate_hardware_interfaces = register
+
+    def start(self: Any) -> None:
+        join_before_registering(self.manager)
+        try:
+            original_start(self)
+        except BaseException:
+            leave(self.manager)
+            raise
+        # Should a release register without the method wrapped above,
+        # join now rather than never.
+        join(self.manager)
 
     def stop(self: Any) -> None:
         # Leave first: the others re-place our nodes now rather than
         # after the member timeout.
-        membership = getattr(self, '_affinity_membership', None)
-        if membership is not None:
-            membership.stop()
+        leave(self.manager)
         original_stop(self)
 
     rpc_service.RPCService.start = start

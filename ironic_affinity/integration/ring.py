@@ -76,17 +76,6 @@ class AffinityRing:
             conductor_group=self.group,
         )
 
-    def _any_member(self, uuid: str) -> set[str]:
-        # Rendezvous over every live conductor of this ring, tags aside.
-        names = sorted(self.nodes)
-        if not names:
-            return set()
-        pick = rendezvous.winners(
-            rendezvous.hash_keys([uuid.encode('utf-8')]),
-            rendezvous.hash_names(names),
-        )
-        return {names[int(pick[0])]}
-
     def get_nodes(
         self,
         data: bytes | str,
@@ -99,23 +88,31 @@ class AffinityRing:
         engine's fallback order that are not ignored.
         """
         uuid = data.decode('utf-8') if isinstance(data, bytes) else data
+        ignored = set(ignore_nodes or ())
         node_tags = self._node_tags(uuid)
         if node_tags is None:
             # Not read from the database yet: Ironic routes a node's
             # creation before its row exists. Any live conductor of the
-            # ring is a valid destination; the node is placed by its tags
-            # once they are read, within [affinity]node_tags_interval.
-            chosen = self._any_member(uuid)
-            if chosen:
-                return chosen
+            # ring is a valid destination, in rendezvous order over all
+            # of them so that replicas and ignore_nodes mean what they
+            # mean for a known node; the node is placed by its tags once
+            # they are read, within [affinity]node_tags_interval.
+            order = [
+                c
+                for c in rendezvous.ranking(
+                    uuid.encode('utf-8'), sorted(self.nodes)
+                )
+                if c not in ignored
+            ]
+            if order:
+                return set(order[:replicas])
             node_tags = frozenset()
         node = self.request(uuid, node_tags)
-        if replicas == 1 and not ignore_nodes:
+        if replicas == 1 and not ignored:
             placement = self.placer.place(node)
             if placement.conductor is not None:
                 return {placement.conductor}
         else:
-            ignored = set(ignore_nodes or ())
             order = [
                 c for c in self.placer.fallback_order(node) if c not in ignored
             ]
@@ -123,3 +120,26 @@ class AffinityRing:
                 return set(order[:replicas])
         reason = self._on_orphan(node.name, self.placer.evaluate(node))
         return NoValidConductor(reason, self._error)
+
+
+class UnreachableRing:
+    """Conductors of this hardware type and group are active in Ironic,
+    but none is in the affinity group: nothing can be placed, and every
+    lookup says why (instead of Ironic's "no conductor supports this
+    driver", which would send the operator looking at drivers)."""
+
+    #: No conductor to pick: callers that choose from ``nodes`` get
+    #: DriverNotFound from the ring manager instead of this ring.
+    nodes: frozenset[str] = frozenset()
+
+    def __init__(self, reason: str, error: Callable[[str], Exception]):
+        self.reason = reason
+        self._error = error
+
+    def get_nodes(
+        self,
+        data: bytes | str,
+        ignore_nodes: Iterable[str] | None = None,
+        replicas: int = 1,
+    ) -> set[str]:
+        return NoValidConductor(self.reason, self._error)

@@ -14,6 +14,7 @@
 
 from ironic_affinity import engine
 from ironic_affinity import profile
+from ironic_affinity import rendezvous
 from ironic_affinity.integration import ring
 from ironic_affinity.tests import base
 
@@ -97,3 +98,47 @@ class AffinityRingTestCase(base.TestCase):
         without = self.ring.get_nodes(b'node-a', ignore_nodes=['c2'])
         self.assertEqual(1, len(without))
         self.assertNotIn('c2', without)
+
+    def test_unknown_node_honours_ignore_nodes_and_replicas(self):
+        # Ironic's contract holds before the node's tags are read too.
+        first = self.ring.get_nodes(b'new-node')
+        three = self.ring.get_nodes(b'new-node', replicas=3)
+        self.assertEqual({'c1', 'c2', 'c3'}, three)
+        two = self.ring.get_nodes(b'new-node', replicas=2)
+        self.assertEqual(2, len(two))
+        self.assertLessEqual(first, two)
+        without = self.ring.get_nodes(b'new-node', ignore_nodes=first)
+        self.assertEqual(1, len(without))
+        self.assertFalse(without & first)
+        # The one left after ignoring the first two is the third in the
+        # same order.
+        rest = self.ring.get_nodes(b'new-node', ignore_nodes=two)
+        self.assertEqual({'c1', 'c2', 'c3'} - two, rest)
+        self.assertEqual([], self.orphans)
+
+    def test_unknown_node_order_is_the_rendezvous_order(self):
+        for uuid in ('n%d' % i for i in range(50)):
+            order = rendezvous.ranking(uuid.encode(), ['c1', 'c2', 'c3'])
+            self.assertEqual({order[0]}, self.ring.get_nodes(uuid))
+            self.assertEqual(
+                set(order[:2]), self.ring.get_nodes(uuid, replicas=2)
+            )
+
+    def test_unknown_node_with_every_conductor_ignored_is_refused(self):
+        found = self.ring.get_nodes(
+            b'new-node', ignore_nodes=['c1', 'c2', 'c3']
+        )
+        self.assertEqual(0, len(found))
+        self.assertRaises(Refused, found.pop)
+
+
+class UnreachableRingTestCase(base.TestCase):
+    def test_every_lookup_is_refused_with_the_reason(self):
+        unreachable = ring.UnreachableRing(
+            'they are not in the group', Refused
+        )
+        self.assertEqual(frozenset(), unreachable.nodes)
+        found = unreachable.get_nodes(b'any', ignore_nodes=['x'], replicas=2)
+        self.assertNotIn('x', found)
+        exc = self.assertRaises(Refused, found.pop)
+        self.assertEqual('they are not in the group', str(exc))

@@ -10,14 +10,14 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-from ironic_affinity import candidates
+from ironic_affinity import active_members
 from ironic_affinity import profile
 from ironic_affinity.tests import base
 
 Conductor = profile.ConductorProfile.build
 
 
-class CandidatesTestCase(base.TestCase):
+class ActiveMembersTestCase(base.TestCase):
     def test_members_active_in_ironic_only(self):
         members = {
             'a': Conductor('a', soft_affinity_tags='x', hardware_types=['z']),
@@ -30,7 +30,7 @@ class CandidatesTestCase(base.TestCase):
             ':ipmi-only-in-ironic': {'c'},
         }
         profiles = {
-            p.name: p for p in candidates.live_profiles(members, active)
+            p.name: p for p in active_members.profiles(members, active)
         }
         self.assertEqual({'a', 'b'}, set(profiles))
         # Ironic's database decides hardware types and group, not the
@@ -41,9 +41,36 @@ class CandidatesTestCase(base.TestCase):
         self.assertEqual({'x': 1}, dict(profiles['a'].soft_affinity_tags))
         self.assertEqual(frozenset({'ipmi'}), profiles['b'].hardware_types)
         self.assertEqual(
-            frozenset({'c'}), candidates.not_members(members, active)
+            frozenset({'c'}),
+            active_members.missing_from_group(members, active),
         )
 
     def test_nothing_active(self):
-        self.assertEqual([], candidates.live_profiles({}, {}))
-        self.assertEqual(frozenset(), candidates.not_members({}, {}))
+        self.assertEqual([], active_members.profiles({}, {}))
+        self.assertEqual(
+            frozenset(), active_members.missing_from_group({}, {})
+        )
+
+    def test_without_groups_merges_every_group(self):
+        active = {
+            ':ipmi': {'a'},
+            'rack1:ipmi': {'b'},
+            'rack1:redfish': {'b'},
+        }
+        self.assertEqual(
+            {'ipmi': frozenset({'a', 'b'}), 'redfish': frozenset({'b'})},
+            active_members.without_groups(active),
+        )
+
+    def test_keys_without_group_give_group_none(self):
+        members = {'b': Conductor('b')}
+        found = active_members.profiles(members, {'ipmi': {'b'}})
+        self.assertEqual([''], [p.conductor_group for p in found])
+        self.assertEqual(
+            [frozenset({'ipmi'})], [p.hardware_types for p in found]
+        )
+
+    def test_split_key(self):
+        self.assertEqual(('', 'ipmi'), active_members.split_key(':ipmi'))
+        self.assertEqual(('', 'ipmi'), active_members.split_key('ipmi'))
+        self.assertEqual(('r1', 'ipmi'), active_members.split_key('r1:ipmi'))

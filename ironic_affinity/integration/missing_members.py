@@ -1,0 +1,97 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Conductors Ironic lists as active that the affinity group lacks.
+
+Two such states are expected and brief: a conductor starting (it is in
+the group before Ironic lists it, but a view reads the group only every
+watch interval), and one that died (it leaves the group within the member
+timeout, while Ironic lists it until its heartbeat timeout, 60 s by
+default). Neither is an error. A conductor that stays listed but absent
+for longer than that runs without the plugin or cannot reach the
+coordination backend: then nodes are routed around it while it may work
+nodes on its own, and that is worth an ERROR, once.
+"""
+
+from collections.abc import Callable
+import time
+from typing import Any
+
+
+class MissingMembers:
+    """Tracks, names and times conductors missing from the group."""
+
+    def __init__(
+        self,
+        log: Any,
+        grace: Callable[[], float],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """:param grace: seconds after which an absence is an error."""
+        self._log = log
+        self._grace = grace
+        self._clock = clock
+        # Name -> clock() when it was first seen missing.
+        self._since: dict[str, float] = {}
+        self._errors: set[str] = set()
+
+    def lasting(self) -> frozenset[str]:
+        """Those missing for longer than the grace."""
+        return frozenset(self._errors)
+
+    def observe(self, missing: frozenset[str], view_stale: bool) -> None:
+        """Note who is missing now; log what changed."""
+        if view_stale:
+            # The group cannot be read: its outage is logged where it is
+            # read, and an absence now says nothing about the conductor.
+            return
+        now = self._clock()
+        back = set(self._since) - missing
+        if back & self._errors:
+            self._log.info(
+                'Conductor(s) %(names)s no longer active in Ironic without '
+                'being in the affinity group',
+                {'names': ', '.join(sorted(back & self._errors))},
+            )
+        for name in back:
+            del self._since[name]
+        self._errors -= back
+        new = missing - set(self._since)
+        if new:
+            self._log.info(
+                'Conductor(s) %(names)s active in Ironic but not in the '
+                'affinity group: no node is routed to them. Expected for a '
+                'moment while a conductor starts, and until Ironic\'s '
+                'heartbeat timeout after one stopped; an error follows if '
+                'it lasts over %(grace).0f s.',
+                {'names': ', '.join(sorted(new)), 'grace': self._grace()},
+            )
+            for name in new:
+                self._since[name] = now
+        grace = self._grace()
+        lasting = {
+            name
+            for name, since in self._since.items()
+            if now - since >= grace and name not in self._errors
+        }
+        if lasting:
+            self._errors |= lasting
+            self._log.error(
+                'Conductor(s) %(names)s have been active in Ironic but not '
+                'in the affinity group for over %(grace).0f s: they run '
+                'without ironic-affinity, or cannot reach its coordination '
+                'backend. No node is routed to them while this lasts, and '
+                'they may work nodes this process routes elsewhere: run '
+                'every conductor and API service with the same [affinity] '
+                'settings.',
+                {'names': ', '.join(sorted(lasting)), 'grace': grace},
+            )

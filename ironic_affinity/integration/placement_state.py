@@ -1,0 +1,240 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""One immutable picture of who may take nodes, swapped in one assignment.
+
+Ironic asks for a ring on every node lookup, from many threads. Its own
+manager answers from one tuple read without a lock and replaced whole
+when it expires. Ours does the same with :class:`PlacementState`: the
+member view it was built from, Ironic's active conductors, the engines,
+and the rings built from them. Readers take ``states.current()`` and use
+that one object to the end of their lookup, so no lookup mixes the
+membership of one moment with the conductors of another. A rebuild
+happens under a lock, and only when the view's version has moved or the
+active conductors are due again, as Ironic's
+``hash_ring_reset_interval`` says. ``reset()`` makes them due at once,
+whatever the clock.
+
+With SQLite, Ironic never re-reads its active conductors once it has
+them (it keeps its ring static to limit database locking, and runs no
+heartbeats that would change them); nor do we, until ``reset()``. The
+member view still applies: a conductor that leaves the group is taken
+out of placement at once, which is what this plugin is for.
+"""
+
+from collections.abc import Callable
+import dataclasses
+import threading
+import time
+from typing import Any
+from typing import Protocol
+from typing import TypeVar
+
+from ironic_affinity import active_members
+from ironic_affinity import engine
+from ironic_affinity.membership import view
+
+T = TypeVar('T')
+
+ActiveReader = Callable[[], active_members.ActiveConductors]
+#: Told, at each rebuild, the conductors Ironic lists that the group
+#: lacks, and whether the view could be read.
+MissingObserver = Callable[[frozenset[str], bool], None]
+
+# How long a rebuild waits for the group when Ironic lists a conductor
+# the view has not seen. Short: lookups of every thread wait for it.
+GAP_READ_SECONDS = 2.0
+
+
+# eq=False: states are compared by identity; their engines are large.
+@dataclasses.dataclass(frozen=True, eq=False)
+class PlacementState:
+    """The members, Ironic's active conductors and the engines built from
+    them, at one moment. Never changed once published, except for the
+    ring memo, which holds only what these fields determine."""
+
+    members: view.Snapshot
+    # 'group:hardware_type' -> conductor names, as Ironic lists them.
+    active: dict[str, frozenset[str]]
+    # clock() when ``active`` was read; None once reset() made it due.
+    read_at: float | None
+    # By ``use_groups``: a ring built without groups judges every node and
+    # conductor as group '', over every active conductor.
+    engines: dict[bool, engine.PlacementEngine]
+    ungrouped: dict[str, frozenset[str]]
+    _rings: dict[Any, Any] = dataclasses.field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
+
+    def hosts(
+        self, driver: str, group: str, use_groups: bool
+    ) -> frozenset[str]:
+        """Who Ironic lists as active for this hardware type (and group)."""
+        if use_groups:
+            return self.active.get('%s:%s' % (group, driver), frozenset())
+        return self.ungrouped.get(driver, frozenset())
+
+    def live(
+        self, driver: str, group: str, use_groups: bool
+    ) -> frozenset[str]:
+        """Of those, the ones that are in the affinity group."""
+        return (
+            self.hosts(driver, group, use_groups) & self.members.members.keys()
+        )
+
+    def memo(self, key: Any, build: Callable[[], T]) -> T:
+        """``build()``, once per key for this state.
+
+        Two threads may build the same key at once; both results come
+        from this state alone, so whichever is kept is the same ring.
+        """
+        try:
+            return self._rings[key]  # type: ignore[no-any-return]
+        except KeyError:
+            built = build()
+            self._rings[key] = built
+            return built
+
+
+def build(
+    members: view.Snapshot,
+    active: active_members.ActiveConductors,
+    read_at: float | None,
+) -> PlacementState:
+    """A state from a view and Ironic's active conductors."""
+    grouped = {key: frozenset(hosts) for key, hosts in active.items()}
+    ungrouped = active_members.without_groups(grouped)
+    return PlacementState(
+        members=members,
+        active=grouped,
+        read_at=read_at,
+        engines={
+            True: engine.PlacementEngine(
+                active_members.profiles(members.members, grouped)
+            ),
+            False: engine.PlacementEngine(
+                active_members.profiles(members.members, ungrouped)
+            ),
+        },
+        ungrouped=ungrouped,
+    )
+
+
+class MemberSource(Protocol):
+    """What :class:`PlacementStates` needs of a member view."""
+
+    def snapshot(self) -> view.Snapshot: ...
+
+    def refresh_within(self, seconds: float) -> view.Snapshot: ...
+
+
+class PlacementStates:
+    """The current :class:`PlacementState` of a process."""
+
+    def __init__(
+        self,
+        members: MemberSource,
+        read_active: ActiveReader,
+        reset_interval: Callable[[], float],
+        static: bool = False,
+        on_missing: MissingObserver | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """:param read_active: Ironic's active conductors, read now.
+        :param reset_interval: seconds the active conductors are good
+            for (Ironic's ``hash_ring_reset_interval``, read each time so
+            that a reload applies).
+        :param static: never re-read them but after reset(), as Ironic
+            does on SQLite.
+        """
+        self._members = members
+        self._read_active = read_active
+        self._reset_interval = reset_interval
+        self._static = static
+        self._on_missing = on_missing
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._state: PlacementState | None = None
+        # Conductors Ironic lists that the group lacked when we last read
+        # the group for that reason: read once per such set, not at every
+        # rebuild while a conductor runs without the plugin.
+        self._gap_read_for: frozenset[str] = frozenset()
+
+    def current(self) -> PlacementState:
+        """The state to answer a lookup from; rebuilt first when stale."""
+        state = self._state  # one read: the lock-free path
+        if state is not None and self._fresh(state):
+            return state
+        with self._lock:
+            state = self._state
+            if state is None or not self._fresh(state):
+                state = self._rebuild(state)
+                self._state = state
+            return state
+
+    def fresh(self) -> PlacementState:
+        """A state from conductors read now, not kept: Ironic's
+        ``cache=False``."""
+        return build(
+            self._members.snapshot(), self._read_active(), self._clock()
+        )
+
+    def reset(self) -> None:
+        """Read Ironic's active conductors again at the next lookup."""
+        with self._lock:
+            if self._state is not None:
+                self._state = dataclasses.replace(self._state, read_at=None)
+
+    def _due(self, state: PlacementState) -> bool:
+        if state.read_at is None:
+            return True
+        if self._static:
+            return False
+        return state.read_at < self._clock() - self._reset_interval()
+
+    def _fresh(self, state: PlacementState) -> bool:
+        return (
+            state.members.version == self._members.snapshot().version
+            and not self._due(state)
+        )
+
+    def _rebuild(self, old: PlacementState | None) -> PlacementState:
+        members = self._members.snapshot()
+        if old is None or self._due(old):
+            active = self._read_active()
+            read_at: float | None = self._clock()
+        else:
+            active, read_at = old.active, old.read_at
+        missing = active_members.missing_from_group(members.members, active)
+        if missing and not missing <= self._gap_read_for:
+            # Ironic lists a conductor our view has not seen. A conductor
+            # joins the group before Ironic lists it, so this is most
+            # often our view being up to one watch interval behind: read
+            # the group now rather than answer without the conductor.
+            self._gap_read_for = missing
+            members = self._members.refresh_within(GAP_READ_SECONDS)
+            missing = active_members.missing_from_group(
+                members.members, active
+            )
+        elif not missing:
+            self._gap_read_for = frozenset()
+        if self._on_missing is not None:
+            self._on_missing(missing, members.stale)
+        if (
+            old is not None
+            and old.members.version == members.version
+            and old.active == active
+        ):
+            # Nothing that placement reads has changed: keep the engines
+            # and their placement memo.
+            return dataclasses.replace(old, members=members, read_at=read_at)
+        return build(members, active, read_at)

@@ -1,0 +1,109 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""What one Ironic process holds for placement, started once.
+
+Every ring manager instance of a process shares these, as Ironic's own
+managers share their rings (the API builds a new manager per request):
+the member view, the node tag cache, the database engine and the
+placement states built over them. They start on first use, not at
+import: some processes build a manager before Ironic has finished
+reading its configuration, and the API builds its application in a
+parent process that then forks its workers, where threads started
+earlier would not exist.
+"""
+
+import threading
+
+from oslo_config import cfg
+from oslo_log import log
+
+from ironic_affinity.integration import active_source
+from ironic_affinity.integration import ironic_db
+from ironic_affinity.integration import missing_members
+from ironic_affinity.integration import node_tags
+from ironic_affinity.integration import orphans
+from ironic_affinity.integration import placement_state
+from ironic_affinity.membership import service
+from ironic_affinity.membership import view
+
+LOG = log.getLogger(__name__)
+
+
+def absence_grace(conf: cfg.ConfigOpts) -> float:
+    """Seconds a conductor may be active in Ironic without being in the
+    group before it is an error: Ironic lists a dead conductor until its
+    heartbeat timeout, read again every reset interval, and a view sees a
+    new member within a watch interval or two."""
+    return float(
+        conf.conductor.heartbeat_timeout
+        + conf.hash_ring_reset_interval
+        + 2 * conf.affinity.watch_interval
+        + conf.affinity.member_timeout
+    )
+
+
+class ProcessServices:
+    """The view, tag cache, database and states of this process."""
+
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        self.view: view.MemberView = service.member_view(conf)
+        self.database = ironic_db.IronicDatabase(conf.database.connection)
+        self.node_tags = node_tags.NodeTagCache(
+            conf.database.connection,
+            conf.affinity.node_tags_key,
+            conf.affinity.node_tags_interval,
+            conf.affinity.node_tags_rescan_interval,
+        )
+        self.orphans = orphans.OrphanReports(LOG)
+        self.missing = missing_members.MissingMembers(
+            LOG, lambda: absence_grace(conf)
+        )
+        self.states = placement_state.PlacementStates(
+            self.view,
+            active_source.ActiveConductorSource(
+                lambda: self.database.active_conductors(
+                    conf.conductor.heartbeat_timeout
+                ),
+                LOG,
+            ),
+            lambda: float(conf.hash_ring_reset_interval),
+            static=self.database.sqlite,
+            on_missing=self.missing.observe,
+        )
+
+    def start(self) -> None:
+        self.view.start()
+        self.node_tags.start()
+
+
+_LOCK = threading.Lock()
+_STARTED: ProcessServices | None = None
+
+
+def started(conf: cfg.ConfigOpts) -> ProcessServices:
+    """This process's services, started at the first call."""
+    global _STARTED
+    found = _STARTED  # one read: the path of every lookup after the first
+    if found is not None:
+        return found
+    with _LOCK:
+        if _STARTED is None:
+            services = ProcessServices(conf)
+            services.start()
+            _STARTED = services
+        return _STARTED
+
+
+def if_started() -> ProcessServices | None:
+    """This process's services if they have started, else None."""
+    return _STARTED

@@ -1,0 +1,53 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import logging
+
+from ironic_affinity.integration import active_source
+from ironic_affinity.tests import base
+from ironic_affinity.tests.unit.integration import fakes
+
+
+class ActiveConductorSourceTestCase(base.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.log = logging.getLogger('test-active')
+        self.reader = fakes.ActiveConductors({':x': {'c1', 'c2'}})
+        self.source = active_source.ActiveConductorSource(
+            self.reader, self.log, fakes.Clock()
+        )
+
+    def test_reads_through(self):
+        self.assertEqual({':x': frozenset({'c1', 'c2'})}, self.source())
+        self.reader.active = {':x': {'c1'}}
+        self.assertEqual({':x': frozenset({'c1'})}, self.source())
+
+    def test_no_read_yet_raises(self):
+        self.reader.error = RuntimeError('database away')
+        self.assertRaises(RuntimeError, self.source)
+
+    def test_outage_keeps_the_last_list_with_one_warning(self):
+        self.source()
+        self.reader.error = RuntimeError('database away')
+        with self.assertLogs(self.log, logging.DEBUG) as seen:
+            for _ in range(3):
+                self.assertEqual(
+                    {':x': frozenset({'c1', 'c2'})}, self.source()
+                )
+            self.reader.error = None
+            self.reader.active = {':x': {'c2'}}
+            self.assertEqual({':x': frozenset({'c2'})}, self.source())
+        self.assertEqual(
+            ['WARNING', 'INFO'], [r.levelname for r in seen.records]
+        )
+        self.assertIn('database away', seen.output[0])
+        self.assertIn('2 last seen', seen.output[0])
