@@ -19,34 +19,62 @@ manager here puts it in every worker.
 
 It also announces each API process, on its first request, in the group
 of API processes (see ironic_affinity.membership.service), for the
-upgrade check, and refuses
-bad affinity tags at the door: a node create or update whose ``extra``
-affinity value is of the wrong type, breaks the tag grammar or is too
-long answers 400 before anything reaches the database.
+upgrade check, and refuses bad affinity tags at the door: a node create
+or update that would store an ``extra`` affinity value of the wrong
+type, outside the tag grammar or too long answers 400 before anything
+reaches the database (see ironic_affinity.integration.door, which this
+binds to Ironic's configuration and JSON-patch library).
 """
 
 from collections.abc import Callable
 from collections.abc import Iterable
-import io
-import json
-import re
 from typing import Any
 
 from ironic.conf import CONF
+import jsonpatch
+from oslo_config import cfg
 from oslo_log import log
 
-from ironic_affinity import exception
+from ironic_affinity.integration import door
 from ironic_affinity.integration import loader
-from ironic_affinity.integration import node_tags
 from ironic_affinity.membership import service
 
 LOG = log.getLogger(__name__)
 
-WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+WSGIApp = door.WSGIApp
 
-_NODE_PATH = re.compile(r'^/v1/nodes(/[^/]+)?/?$')
-# Node bodies are small; anything larger is left for Ironic to refuse.
-_MAX_BODY = 1024 * 1024
+# What stops Ironic's own application of a patch (Ironic catches the
+# same): the patch then fails there too, and Ironic says why.
+_PATCH_ERRORS = (
+    jsonpatch.JsonPatchException,
+    jsonpatch.JsonPointerException,
+    KeyError,
+    IndexError,
+    TypeError,
+    ValueError,
+)
+
+
+def apply_patch(document: Any, patch: list[Any]) -> Any:
+    """The document patched by the library Ironic patches nodes with."""
+    try:
+        return jsonpatch.apply_patch(document, patch)
+    except _PATCH_ERRORS as exc:
+        raise door.PatchFailed(str(exc)) from exc
+
+
+def tags_key() -> str:
+    return str(CONF.affinity.node_tags_key)
+
+
+def max_body() -> int:
+    """Ironic's own bound on JSON bodies ([api]max_json_body_size, in
+    KiB; applied by Ironic 32 and later), so that no body Ironic accepts
+    is refused here."""
+    try:
+        return int(CONF.api.max_json_body_size) * 1024
+    except cfg.NoSuchOptError:
+        return door.DEFAULT_MAX_BODY
 
 
 class AffinityMiddleware:
@@ -55,6 +83,7 @@ class AffinityMiddleware:
     def __init__(self, app: WSGIApp) -> None:
         loader.install()
         self.app = app
+        self.door = door.Door(app, tags_key, max_body, apply_patch)
         LOG.info(
             'ironic-affinity middleware loaded: hash-ring manager %(name)s',
             {'name': CONF.affinity.hash_ring_manager},
@@ -71,77 +100,4 @@ class AffinityMiddleware:
             # tooz driver, say) at the fork would leave a lock held for
             # ever in the worker.
             service.announce_api(CONF)
-        method = environ.get('REQUEST_METHOD')
-        match = _NODE_PATH.match(environ.get('PATH_INFO', ''))
-        if match and (
-            (method == 'POST' and not match.group(1))
-            or (method == 'PATCH' and match.group(1))
-        ):
-            body = self._read_body(environ)
-            error = self._check(method, body)
-            if error is not None:
-                return self._refuse(error, start_response)
-        return self.app(environ, start_response)
-
-    @staticmethod
-    def _read_body(environ: dict[str, Any]) -> bytes:
-        try:
-            length = int(environ.get('CONTENT_LENGTH') or 0)
-        except ValueError:
-            length = 0
-        if not 0 < length <= _MAX_BODY:
-            return b''
-        stream = environ['wsgi.input']
-        body = stream.read(length)
-        # Put the body back for Ironic.
-        environ['wsgi.input'] = io.BytesIO(body)
-        return bytes(body)
-
-    def _check(self, method: str, body: bytes) -> str | None:
-        try:
-            document = json.loads(body) if body else None
-        except ValueError:
-            return None  # not JSON: Ironic answers that itself
-        key = CONF.affinity.node_tags_key
-        values = []
-        if method == 'POST' and isinstance(document, dict):
-            extra = document.get('extra')
-            if isinstance(extra, dict) and key in extra:
-                values.append(extra[key])
-        elif method == 'PATCH' and isinstance(document, list):
-            for op in document:
-                if (
-                    isinstance(op, dict)
-                    and op.get('op') in ('add', 'replace')
-                    and op.get('path') in ('/extra/%s' % key, '/extra')
-                ):
-                    value = op.get('value')
-                    if op['path'] == '/extra':
-                        if isinstance(value, dict) and key in value:
-                            values.append(value[key])
-                    else:
-                        values.append(value)
-        for value in values:
-            try:
-                node_tags.tags_from_extra({key: value}, key, 'in request')
-            except exception.InvalidTag as exc:
-                return str(exc)
-        return None
-
-    @staticmethod
-    def _refuse(
-        reason: str, start_response: Callable[..., Any]
-    ) -> Iterable[bytes]:
-        # The shape of Ironic's own error bodies.
-        fault = json.dumps(
-            {'faultcode': 'Client', 'faultstring': reason, 'debuginfo': None}
-        )
-        body = json.dumps({'error_message': fault}).encode()
-        start_response(
-            '400 Bad Request',
-            [
-                ('Content-Type', 'application/json'),
-                ('Content-Length', str(len(body))),
-            ],
-        )
-        return [body]
+        return self.door(environ, start_response)
