@@ -110,3 +110,25 @@ def decode_member_id(member_id: bytes | str) -> str:
     if isinstance(member_id, bytes):
         return member_id.decode('utf-8', errors='replace')
     return member_id
+
+
+def discard(coordinator: coordination.CoordinationDriver) -> None:
+    """Stop a started coordinator for good, without leaving its groups.
+
+    tooz's ``stop()`` first leaves every group the client joined and
+    waits for each answer without a deadline. That is wrong for a client
+    given up after an outage: the entry is to stay for the next client of
+    this process to take over (a member that leaves would drop out of
+    every view). And it blocks: kazoo queues the request until it
+    reconnects, which after a long ZooKeeper outage can be many seconds
+    after the server is back, and then deletes the entry that late, so
+    the member vanishes from views well after they stopped holding it.
+    So the client is told it joined nothing before it stops.
+    """
+    joined = getattr(coordinator, '_joined_groups', None)
+    if isinstance(joined, set):
+        joined.clear()
+    try:
+        coordinator.stop()
+    except Exception:  # noqa: BLE001, S110 - discarding it anyway
+        pass

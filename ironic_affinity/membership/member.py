@@ -32,7 +32,9 @@ from oslo_log import log
 import tooz
 from tooz import coordination
 
+from ironic_affinity import outage
 from ironic_affinity.membership import backend
+from ironic_affinity.membership import reading
 
 LOG = log.getLogger(__name__)
 
@@ -49,9 +51,11 @@ class Member:
         heartbeat_interval: float,
         timeout: int,
         role: str = 'Conductor',
+        clock: outage.Clock = time.monotonic,
     ) -> None:
         """:param published: the capabilities to publish (JSON-able).
-        :param role: how log lines name this member."""
+        :param role: how log lines name this member.
+        :param clock: what measures outages; tests pass a fake one."""
         self.url = url
         self.group = group.encode('utf-8')
         self.name = name
@@ -65,7 +69,7 @@ class Member:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
-        self._outage_since: float | None = None
+        self._outage = outage.Outage(LOG, clock)
         self.joined = threading.Event()
 
     def start(self) -> None:
@@ -106,14 +110,19 @@ class Member:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            try:
-                self._beat()
-                self._recovered()
-            except Exception as exc:  # noqa: BLE001 - keep beating
-                self._failed(exc)
+            self._tick()
             self._wake.wait(self.heartbeat_interval)
             self._wake.clear()
         self._leave()
+
+    def _tick(self) -> None:
+        """One heartbeat, with its outage bookkeeping; never raises."""
+        try:
+            self._beat()
+        except Exception as exc:  # noqa: BLE001 - keep beating
+            self._failed(exc)
+        else:
+            self._recovered()
 
     def _beat(self) -> None:
         if self._coordinator is None:
@@ -155,13 +164,10 @@ class Member:
 
     def _members(self) -> set[str]:
         assert self._coordinator is not None
-        try:
-            found = self._coordinator.get_members(self.group).get(
-                timeout=self.timeout
-            )
-        except coordination.GroupNotCreated:
-            return set()
-        return {backend.decode_member_id(m) for m in found}
+        found = reading.member_names(
+            self._coordinator, self.group, self.timeout
+        )
+        return found or set()
 
     def _join(self, wanted: dict[str, object]) -> None:
         assert self._coordinator is not None
@@ -219,46 +225,34 @@ class Member:
 
     def _failed(self, exc: Exception) -> None:
         self.joined.clear()
-        if (
-            self._outage_since is not None
-            and time.monotonic() - self._outage_since > self.timeout
-        ):
+        if self._outage.duration() > self.timeout:
             # A long outage: start from a fresh client rather than trust
             # whatever state the old one was left in.
             self._reset()
-        if self._outage_since is None:
-            self._outage_since = time.monotonic()
-            LOG.warning(
-                '%(role)s %(name)s cannot reach the coordination backend '
-                '%(url)s: %(error)s. Retrying every %(interval)s s.',
-                {
-                    'role': self.role,
-                    'name': self.name,
-                    'url': backend.redact(self.url),
-                    'error': backend.describe(exc, self.url),
-                    'interval': self.heartbeat_interval,
-                },
-            )
+        self._outage.failed(
+            '%(role)s %(name)s cannot reach the coordination backend '
+            '%(url)s: %(error)s. Retrying every %(interval)s s.',
+            {
+                'role': self.role,
+                'name': self.name,
+                'url': backend.redact(self.url),
+                'error': backend.describe(exc, self.url),
+                'interval': self.heartbeat_interval,
+            },
+        )
 
     def _recovered(self) -> None:
-        if self._outage_since is not None:
-            LOG.info(
-                '%(role)s %(name)s reached the coordination backend again '
-                'after %(seconds).1f s',
-                {
-                    'role': self.role,
-                    'name': self.name,
-                    'seconds': time.monotonic() - self._outage_since,
-                },
-            )
-            self._outage_since = None
+        self._outage.recovered(
+            '%(role)s %(name)s reached the coordination backend again '
+            'after %(seconds).1f s',
+            {'role': self.role, 'name': self.name},
+        )
 
     def _reset(self) -> None:
+        # Not a leave: our entry, if the backend still has it, is for the
+        # next client to take over (see backend.discard).
         if self._coordinator is not None and self._started:
-            try:
-                self._coordinator.stop()
-            except Exception:  # noqa: BLE001, S110 - discarding it anyway
-                pass
+            backend.discard(self._coordinator)
         self._coordinator = None
         self._started = False
 

@@ -16,12 +16,66 @@ tooz 9.1.0 added ``get_members_with_capabilities``; its base class raises
 NotImplemented, and only the file, Redis, etcd3gw, ZooKeeper and
 memcached drivers override it. Older tooz, and the other drivers of
 9.1.0, get the member list and then each member's capabilities.
+
+A group that does not exist is not an unreadable one: nobody has joined
+it yet, or the backend restarted without its data. :func:`member_names`
+and :func:`members_by_name` say so with None, which every caller either
+reads as "no members" or, the view, as news of its own.
 """
 
+from collections.abc import Callable
 import time
 from typing import Any
+from typing import TypeVar
 
 from tooz import coordination
+
+from ironic_affinity.membership import backend
+
+T = TypeVar('T')
+
+
+def _unless_missing(read: Callable[[], T]) -> T | None:
+    """``read()``, or None when the group it reads does not exist."""
+    try:
+        return read()
+    except coordination.GroupNotCreated:
+        return None
+
+
+def member_names(
+    coordinator: coordination.CoordinationDriver,
+    group: bytes,
+    timeout: float,
+) -> set[str] | None:
+    """The names of the group's members; None when there is no group.
+
+    :raises: tooz errors when the backend cannot be read.
+    """
+    found = _unless_missing(
+        lambda: coordinator.get_members(group).get(timeout=timeout)
+    )
+    if found is None:
+        return None
+    return {backend.decode_member_id(m) for m in found}
+
+
+def members_by_name(
+    coordinator: coordination.CoordinationDriver,
+    group: bytes,
+    timeout: float,
+) -> dict[str, object] | None:
+    """Each member's name with its capabilities; None when there is no
+    group.
+
+    :raises: tooz errors when the backend cannot be read.
+    """
+    found = _unless_missing(
+        lambda: members_with_capabilities(coordinator, group, timeout)
+    )
+    if found is None:
+        return None
+    return {backend.decode_member_id(m): c for m, c in found.items()}
 
 
 def members_with_capabilities(

@@ -32,7 +32,6 @@ from typing import Any
 
 from oslo_config import cfg
 from oslo_log import log
-from tooz import coordination
 
 from ironic_affinity import conf as affinity_conf
 from ironic_affinity import exception
@@ -40,6 +39,7 @@ from ironic_affinity import profile
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import capabilities
 from ironic_affinity.membership import member
+from ironic_affinity.membership import reading
 from ironic_affinity.membership import view
 
 LOG = log.getLogger(__name__)
@@ -116,14 +116,12 @@ def api_processes(conf: cfg.ConfigOpts, timeout: float) -> set[str]:
     )
     reader.start(start_heart=False)
     try:
-        found = reader.get_members(api_group(conf).encode('utf-8')).get(
-            timeout=timeout
+        found = reading.member_names(
+            reader, api_group(conf).encode('utf-8'), timeout
         )
-    except coordination.GroupNotCreated:
-        return set()
     finally:
         reader.stop()
-    return {backend.decode_member_id(m) for m in found}
+    return found or set()
 
 
 class ConductorMembership:

@@ -23,6 +23,9 @@ it empty: on an outage the last view is kept (and marked stale, with its
 age), and when the backend comes back, or the group reappears empty after
 a backend restart, members of the last view are kept for twice the
 member timeout so that live conductors can rejoin before any node is re-placed.
+
+One thread at a time reads through the view's tooz coordinator, which
+is not safe to share between threads: see :meth:`MemberView.refresh`.
 """
 
 from collections.abc import Callable
@@ -39,6 +42,7 @@ from oslo_log import log
 from tooz import coordination
 
 from ironic_affinity import exception
+from ironic_affinity import outage
 from ironic_affinity import profile
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import capabilities
@@ -58,7 +62,8 @@ class Snapshot:
     members: Mapping[str, profile.ConductorProfile]
     # Members left out of placement, with the reason.
     rejected: Mapping[str, str]
-    # time.monotonic() of the last successful read; None before any.
+    # time.monotonic() (the view's clock) of the last successful read;
+    # None before any.
     read_at: float | None
     # Why the last read failed; None when it succeeded.
     error: str | None = None
@@ -99,16 +104,21 @@ class MemberView:
         group: str,
         watch_interval: float,
         timeout: int,
+        clock: outage.Clock = time.monotonic,
     ) -> None:
+        """:param clock: what times outages and holds and stamps
+        ``read_at``; tests pass a fake one (``Snapshot.age()`` assumes
+        the default)."""
         self.url = url
         self.group = group.encode('utf-8')
         self.watch_interval = watch_interval
         self.timeout = timeout
+        self._clock = clock
         self._snapshot = EMPTY
         self._coordinator: coordination.CoordinationDriver | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._outage_since: float | None = None
+        self._outage = outage.Outage(LOG, clock)
         # Members of the last good view kept through a backend reset, and
         # until when.
         self._hold: dict[str, profile.ConductorProfile] = {}
@@ -116,6 +126,12 @@ class MemberView:
         self._warned: dict[str, str] = {}
         self._group_missing = False
         self._changed = threading.Condition()
+        # Held by the one thread reading through the coordinator; see
+        # refresh().
+        self._reading = threading.Lock()
+        # The reader thread of refresh_within(), while it lives.
+        self._reader: threading.Thread | None = None
+        self._reader_lock = threading.Lock()
 
     def snapshot(self) -> Snapshot:
         """The latest view. Atomic: one attribute read."""
@@ -131,10 +147,19 @@ class MemberView:
         self._thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
-        self._discard_coordinator()
+        # A read still under way (one refresh_within() gave up on) owns
+        # the coordinator: it discards it itself when it ends.
+        if self._reading.acquire(
+            timeout=max(0.0, deadline - time.monotonic())
+        ):
+            try:
+                self._discard_coordinator()
+            finally:
+                self._reading.release()
 
     def wait_for(
         self, predicate: Callable[[Snapshot], bool], timeout: float
@@ -159,10 +184,7 @@ class MemberView:
         last view, marked as unreadable. The read goes on in a daemon
         thread, which never holds the process at exit.
         """
-        reader = threading.Thread(
-            target=self.refresh, name='affinity-view-read', daemon=True
-        )
-        reader.start()
+        reader = self._reader_thread()
         reader.join(seconds)
         if not reader.is_alive():
             return self._snapshot
@@ -170,19 +192,54 @@ class MemberView:
             self._snapshot, error='no answer within %s s' % seconds
         )
 
+    def _reader_thread(self) -> threading.Thread:
+        # A caller that comes while the reader of an earlier call still
+        # waits for its answer waits for that same read: one reader
+        # thread at most, however many callers give up on a backend
+        # that does not answer. That read may have begun a moment
+        # before this call, which a caller wanting "now" can live with.
+        with self._reader_lock:
+            if self._reader is None or not self._reader.is_alive():
+                self._reader = threading.Thread(
+                    target=self.refresh, name='affinity-view-read', daemon=True
+                )
+                self._reader.start()
+            return self._reader
+
     def _run(self) -> None:
         while not self._stop.wait(self.watch_interval):
             self.refresh()
 
     def refresh(self) -> Snapshot:
-        """Read the group once and publish the result."""
-        try:
-            raw, vanished = self._read()
-        except Exception as exc:  # noqa: BLE001 - any failure is an outage
-            return self._publish_failure(exc)
-        return self._publish(raw, vanished)
+        """Read the group once and publish the result.
 
-    def _read(self) -> tuple[dict[str, object], bool]:
+        Blocks while another thread reads. A tooz coordinator is not safe
+        to use from two threads at once, and two readers publishing at
+        once could both take the same version for different views; and
+        the first read of start(), given up on by refresh_within(), may
+        still be under way when the background loop or another caller
+        reads. So one lock covers the whole read and its publication.
+        The simpler alternative, the loop as the only reader and others
+        waiting for its next publication, would leave a view that is not
+        started (the CLI's, say) with nobody to read for it. A read that
+        waited is still a read of its own, after the one before it: none
+        is lost, and a second one that sees the same members keeps the
+        version.
+        """
+        with self._reading:
+            try:
+                raw = self._read()
+            except Exception as exc:  # noqa: BLE001 - any failure is an outage
+                snapshot = self._publish_failure(exc)
+            else:
+                snapshot = self._publish(raw)
+            if self._stop.is_set():
+                # stop() could not discard the coordinator while we read.
+                self._discard_coordinator()
+        return snapshot
+
+    def _read(self) -> dict[str, object] | None:
+        """Each member's capabilities by name; None when no group."""
         if self._coordinator is None:
             self._coordinator = backend.coordinator(
                 self.url, observer_id(), self.timeout
@@ -194,15 +251,9 @@ class MemberView:
                 raise
         # Bounded: a driver may otherwise wait as long as its server is
         # away (kazoo does), and an outage would never show as one.
-        try:
-            found = reading.members_with_capabilities(
-                self._coordinator, self.group, self.timeout
-            )
-        except coordination.GroupNotCreated:
-            return {}, True
-        return {
-            backend.decode_member_id(m): c for m, c in found.items()
-        }, False
+        return reading.members_by_name(
+            self._coordinator, self.group, self.timeout
+        )
 
     def _decode(
         self, raw: dict[str, object]
@@ -223,76 +274,78 @@ class MemberView:
         self._warned = rejected.copy()
         return members, rejected
 
-    def _publish(self, raw: dict[str, object], vanished: bool) -> Snapshot:
-        now = time.monotonic()
-        members, rejected = self._decode(raw)
+    def _publish(self, raw: dict[str, object] | None) -> Snapshot:
+        now = self._clock()
+        members, rejected = self._decode(raw or {})
         previous = self._snapshot
+        vanished = raw is None
         # The group vanishing is news once, not on every read after it:
         # else members held through it would be held again and again.
         reset = vanished and not self._group_missing
         self._group_missing = vanished
-        if self._outage_since is not None or reset:
+        back = self._outage.recovered(
+            'Coordination backend %(url)s readable again after '
+            '%(seconds).1f s',
+            {'url': backend.redact(self.url)},
+        )
+        if back or reset:
             # Back from an outage, or the group vanished under us (the
             # backend restarted empty): live conductors rejoin within a
             # heartbeat or two, so do not re-place their nodes meanwhile.
-            if self._outage_since is not None:
-                LOG.info(
-                    'Coordination backend %(url)s readable again after '
-                    '%(seconds).1f s',
-                    {
-                        'url': backend.redact(self.url),
-                        'seconds': now - self._outage_since,
-                    },
-                )
-            self._outage_since = None
             self._hold = {**previous.members, **self._hold}
             # Twice the member timeout: a member's own client may need one
             # timeout to give up on its old connection before it rejoins.
             self._hold_until = now + HOLD_TIMEOUTS * self.timeout
-        held = set()
-        if self._hold and now < self._hold_until:
-            for name, kept in self._hold.items():
-                if name not in members and name not in rejected:
-                    members[name] = kept
-                    held.add(name)
-        else:
-            self._hold = {}
-        frozen = types.MappingProxyType(members)
+        held = self._add_held(members, rejected, now)
         changed = (
             dict(previous.members) != members
             or dict(previous.rejected) != rejected
         )
         snapshot = Snapshot(
             version=previous.version + 1 if changed else previous.version,
-            members=frozen,
+            members=types.MappingProxyType(members),
             rejected=types.MappingProxyType(rejected),
             read_at=now,
-            held=frozenset(held),
+            held=held,
         )
         self._set(snapshot)
         return snapshot
 
+    def _add_held(
+        self,
+        members: dict[str, profile.ConductorProfile],
+        rejected: dict[str, str],
+        now: float,
+    ) -> frozenset[str]:
+        """Put held members that have not rejoined into ``members``."""
+        if not self._hold or now >= self._hold_until:
+            self._hold = {}
+            return frozenset()
+        held = set()
+        for name, kept in self._hold.items():
+            if name not in members and name not in rejected:
+                members[name] = kept
+                held.add(name)
+        return frozenset(held)
+
     def _publish_failure(self, exc: Exception) -> Snapshot:
         previous = self._snapshot
-        if self._outage_since is None:
-            self._outage_since = time.monotonic()
-            LOG.warning(
-                'Cannot read group %(group)s on coordination backend '
-                '%(url)s: %(error)s. Keeping the last view of %(count)d '
-                'conductor(s) until it can be read again.',
-                {
-                    'group': self.group.decode(),
-                    'url': backend.redact(self.url),
-                    'error': backend.describe(exc, self.url),
-                    'count': len(previous.members),
-                },
-            )
-        elif time.monotonic() - self._outage_since > self.timeout:
+        error = backend.describe(exc, self.url)
+        started = self._outage.failed(
+            'Cannot read group %(group)s on coordination backend '
+            '%(url)s: %(error)s. Keeping the last view of %(count)d '
+            'conductor(s) until it can be read again.',
+            {
+                'group': self.group.decode(),
+                'url': backend.redact(self.url),
+                'error': error,
+                'count': len(previous.members),
+            },
+        )
+        if not started and self._outage.duration() > self.timeout:
             # Start again from a fresh client after a long outage.
             self._discard_coordinator()
-        snapshot = dataclasses.replace(
-            previous, error=backend.describe(exc, self.url)
-        )
+        snapshot = dataclasses.replace(previous, error=error)
         self._set(snapshot)
         return snapshot
 
@@ -303,8 +356,5 @@ class MemberView:
 
     def _discard_coordinator(self) -> None:
         if self._coordinator is not None:
-            try:
-                self._coordinator.stop()
-            except Exception:  # noqa: BLE001, S110 - discarding it anyway
-                pass
+            backend.discard(self._coordinator)
         self._coordinator = None

@@ -1,0 +1,298 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""A member's heartbeat, on the in-memory backend and a fake clock.
+
+Most tests drive the beats one by one (``_tick``, what the heartbeat
+thread runs each interval); the thread itself is run for start and stop.
+"""
+
+import logging
+
+import fixtures
+
+from ironic_affinity import profile
+from ironic_affinity.membership import backend
+from ironic_affinity.membership import capabilities
+from ironic_affinity.membership import member
+from ironic_affinity.tests import base
+from ironic_affinity.tests.unit.membership import fakes
+
+GROUP = b'conductors'
+URL = 'redis://:s3cret@h:6379'
+TIMEOUT = 5
+NAME = 'host-a:8091'
+
+
+def caps(rack):
+    return capabilities.encode(
+        profile.ConductorProfile.build(NAME, soft_affinity_tags=rack)
+    )
+
+
+class MemberTestCase(base.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.clock = fakes.Clock()
+        self.backend = fakes.Backend(self.clock, timeout=TIMEOUT)
+        self.factory = fakes.Factory(self.backend)
+        self.coordinator = self.useFixture(
+            fixtures.MockPatchObject(
+                backend, 'coordinator', autospec=True,
+                side_effect=self.factory,
+            )
+        ).mock  # fmt: skip
+        self.log = self.useFixture(
+            fixtures.FakeLogger(
+                name=member.__name__,
+                level=logging.INFO,
+                format='%(levelname)s %(message)s',
+            )
+        )
+        self.member = self.make_member(caps('rack1'))
+
+    def make_member(self, published, heartbeat_interval=1.0):
+        made = member.Member(
+            URL,
+            GROUP.decode(),
+            NAME,
+            published,
+            heartbeat_interval,
+            TIMEOUT,
+            clock=self.clock,
+        )
+        self.addCleanup(made.stop, 2.0)
+        return made
+
+    def published(self):
+        return self.backend.members(GROUP).get(NAME)
+
+    def lines(self, level):
+        return [
+            line
+            for line in self.log.output.splitlines()
+            if line.startswith(level + ' ')
+        ]
+
+    def beat(self, times=1, seconds=1.0):
+        for _ in range(times):
+            self.clock.advance(seconds)
+            self.member._tick()
+
+
+class JoinTestCase(MemberTestCase):
+    def test_join(self):
+        self.member._tick()
+        self.assertEqual(caps('rack1'), self.published())
+        self.assertTrue(self.member.joined.is_set())
+        self.assertEqual([('join', NAME)], self.backend.history)
+        (joined,) = self.lines('INFO')
+        self.assertIn(
+            'Conductor host-a:8091 joined group conductors on '
+            'redis://:***@h:6379',
+            joined,
+        )
+        self.coordinator.assert_called_once_with(URL, NAME, TIMEOUT)
+        # Beats keep the entry without writing it again.
+        self.beat(times=10)
+        self.assertEqual([('join', NAME)], self.backend.history)
+        self.assertEqual(1, len(self.factory.made))
+
+    def test_beats_before_joining(self):
+        # A reader takes a member without a beat for dead.
+        self.member._tick()
+        (client,) = self.factory.made
+        self.assertLess(
+            client.calls.index('heartbeat'), client.calls.index('join_group')
+        )
+
+    def test_update_publishes_new_capabilities(self):
+        self.member._tick()
+        self.member.update(caps('rack2'))
+        self.beat()
+        self.assertEqual(caps('rack2'), self.published())
+        self.assertEqual(
+            [('join', NAME), ('update', NAME)], self.backend.history
+        )
+        self.assertIn(
+            'Published new capabilities of conductor host-a:8091',
+            self.lines('INFO')[-1],
+        )
+        self.beat(times=3)
+        self.assertEqual(2, len(self.backend.history))
+
+    def test_file_driver_leaves_and_joins_to_update(self):
+        self.backend.updates_in_place = False
+        self.member._tick()
+        self.member.update(caps('rack2'))
+        self.beat()
+        self.assertEqual(caps('rack2'), self.published())
+        self.assertEqual(
+            [('join', NAME), ('leave', NAME), ('join', NAME)],
+            self.backend.history,
+        )
+
+    def test_rejoins_after_the_backend_restarted_empty(self):
+        self.member._tick()
+        self.backend.restart_empty()
+        self.beat()
+        self.assertEqual(caps('rack1'), self.published())
+        self.assertEqual([('join', NAME)] * 2, self.backend.history)
+        self.assertTrue(self.member.joined.is_set())
+
+    def test_rejoins_after_its_entry_expired(self):
+        self.member._tick()
+        # Stalled for longer than the member timeout: a reader dropped it.
+        self.clock.advance(TIMEOUT + 1)
+        self.assertEqual({}, self.backend.members(GROUP))
+        self.member._tick()
+        self.assertEqual(caps('rack1'), self.published())
+        self.assertEqual([('join', NAME)] * 2, self.backend.history)
+
+    def test_takes_over_the_entry_of_a_previous_run(self):
+        self.backend.add(GROUP, NAME.encode(), caps('old'))
+        self.member._tick()
+        self.assertEqual(caps('rack1'), self.published())
+        self.assertEqual([('update', NAME)], self.backend.history)
+        (line,) = self.lines('INFO')
+        self.assertIn('left by a previous run: taking the entry over', line)
+        self.beat(times=3)
+        self.assertEqual(1, len(self.backend.history))
+
+    def test_name_taken_between_list_and_join(self):
+        self.backend.groups[GROUP] = {}
+
+        def other_process_joins():
+            self.backend.add(GROUP, NAME.encode(), caps('other'))
+
+        self.backend.after_list = other_process_joins
+        self.member._tick()
+        self.assertEqual(caps('rack1'), self.published())
+        self.assertTrue(self.member.joined.is_set())
+        (warning,) = self.lines('WARNING')
+        self.assertIn('is already in group conductors', warning)
+        self.assertIn('Taking the entry over', warning)
+
+
+class OutageTestCase(MemberTestCase):
+    def test_outage_warns_once_and_recovers_once(self):
+        self.member._tick()
+        self.backend.go_down()
+        self.beat(times=3)
+        self.assertFalse(self.member.joined.is_set())
+        (warning,) = self.lines('WARNING')
+        self.assertIn(
+            'Conductor host-a:8091 cannot reach the coordination backend '
+            'redis://:***@h:6379: Error 111 connecting: Connection refused. '
+            'Retrying every 1.0 s.',
+            warning,
+        )
+        self.assertNotIn('s3cret', self.log.output)
+        self.backend.come_back()
+        self.beat(times=2)
+        self.assertTrue(self.member.joined.is_set())
+        self.assertIn(
+            'reached the coordination backend again after 3.0 s',
+            self.lines('INFO')[-1],
+        )
+        self.assertEqual(1, len(self.lines('WARNING')))
+        self.assertEqual(2, len(self.lines('INFO')))
+        # A short outage: the same client, the same entry.
+        self.assertEqual(1, len(self.factory.made))
+        self.assertEqual([('join', NAME)], self.backend.history)
+
+    def test_a_new_outage_warns_again(self):
+        self.member._tick()
+        for _ in range(2):
+            self.backend.go_down()
+            self.beat()
+            self.backend.come_back()
+            self.beat()
+        self.assertEqual(2, len(self.lines('WARNING')))
+
+    def test_long_outage_starts_a_new_client(self):
+        self.member._tick()
+        (first,) = self.factory.made
+        self.backend.go_down()
+        self.beat()
+        # Failing for the member timeout, not longer: the same client.
+        self.beat(times=TIMEOUT)
+        self.assertFalse(first.stopped)
+        self.beat()
+        self.assertTrue(first.stopped)
+        self.backend.come_back()
+        self.beat()
+        self.assertTrue(self.member.joined.is_set())
+        latest = self.factory.made[-1]
+        self.assertIsNot(first, latest)
+        self.assertTrue(latest.started)
+        # The entry outlived the outage (beats are the member's, not the
+        # client's): the new client carries it on, no leave, no join.
+        self.assertEqual(caps('rack1'), self.published())
+        self.assertEqual([('join', NAME)], self.backend.history)
+        self.assertEqual(1, len(self.lines('WARNING')))
+
+    def test_a_discarded_client_does_not_leave(self):
+        # tooz's stop() leaves every group the client joined; a client
+        # given up on must not take our entry with it.
+        self.member._tick()
+        (first,) = self.factory.made
+        self.member._reset()
+        self.assertTrue(first.stopped)
+        self.assertEqual([('join', NAME)], self.backend.history)
+        self.assertEqual(caps('rack1'), self.published())
+        self.beat()
+        self.assertEqual([('join', NAME)], self.backend.history)
+        self.assertEqual(2, len(self.factory.made))
+
+
+class ThreadTestCase(MemberTestCase):
+    def test_leaves_on_stop(self):
+        running = self.make_member(caps('rack1'), heartbeat_interval=0.01)
+        running.start()
+        self.assertTrue(running.joined.wait(2.0))
+        running.stop()
+        self.assertFalse(running._thread.is_alive())
+        self.assertEqual(('leave', NAME), self.backend.history[-1])
+        self.assertEqual({}, self.backend.members(GROUP))
+        self.assertFalse(running.joined.is_set())
+        self.assertIn(
+            'Conductor host-a:8091 left the group', self.lines('INFO')[-1]
+        )
+        for client in self.factory.made:
+            self.assertTrue(client.stopped)
+
+    def test_stop_during_an_outage_warns(self):
+        running = self.make_member(caps('rack1'), heartbeat_interval=0.01)
+        running.start()
+        self.assertTrue(running.joined.wait(2.0))
+        self.backend.go_down()
+        running.stop()
+        self.assertIn(
+            'could not leave the group cleanly', self.lines('WARNING')[-1]
+        )
+        self.assertIn('it will expire in 5 s', self.lines('WARNING')[-1])
+
+    def test_hand_over_keeps_the_entry(self):
+        running = self.make_member(caps('rack1'), heartbeat_interval=0.01)
+        running.start()
+        self.assertTrue(running.joined.wait(2.0))
+        running.update(caps('rack2'))
+        running.hand_over()
+        self.assertIn('is being replaced', self.log.output)
+        # Beats go on, with the latest capabilities, until the process
+        # exits; the entry is never left.
+        for _ in range(3):
+            running.joined.clear()
+            self.assertTrue(running.joined.wait(2.0))
+        self.assertEqual(caps('rack2'), self.published())
+        self.assertNotIn(('leave', NAME), self.backend.history)
