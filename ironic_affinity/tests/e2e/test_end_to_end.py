@@ -19,6 +19,7 @@ REST API, and which conductor's periodic power sync works each node.
 import json
 import time
 
+from ironic_affinity.integration import ironic_db
 from ironic_affinity.tests.e2e import base
 from ironic_affinity.tests.e2e import deployment
 
@@ -236,26 +237,98 @@ class EndToEndTestCase(base.TestCase):
         # works nodes by the stock ring while the API routes by affinity.
         dep = self.useFixture(deployment.Deployment())
         dep.start_conductor(1)
-        dep.start_conductor(2, program='ironic-conductor')
+        dep.start_conductor(
+            2, program='ironic-conductor', conductor_group='rack9'
+        )
         dep.wait_conductors(1, 2)
-        dep.wait_members(1)
         self.dep = dep
         node = dep.create_node('n1', 'rack1')
         # Only the conductor in the group is given the node...
         self.wait_placed({node: {self.name(1)}})
-        # ...and the API says loudly which one is not in the group.
+        # ...and, once the absence has lasted longer than a starting or
+        # dying conductor's would, the API says which one is not in the
+        # group, at ERROR (lookups keep coming meanwhile, as they do in
+        # a real deployment).
+        error = (
+            'Conductor(s) %s have been active in Ironic but not in the '
+            'affinity group' % self.name(2)
+        )
+
+        def errors():
+            return [
+                line
+                for line in dep.log('api').splitlines()
+                if ' ERROR ' in line and error in line
+            ]
+
         dep.wait(
-            lambda: (
-                'Conductor(s) %s are active in Ironic but not in the '
-                'affinity group' % self.name(2) in dep.log('api')
-            ),
-            30,
+            lambda: dep.conductor_of(node) is not None and errors(),
+            60,
             'the API to report the unpatched conductor',
+        )
+        # Once: it was logged at INFO when first seen, which is what a
+        # starting conductor gets, and at ERROR once it lasted.
+        self.assertEqual(1, len(errors()))
+        # A node of conductor 2's group alone is refused with a reason
+        # that names it as missing from the affinity group, not with
+        # Ironic's "no conductor supports the driver".
+        status, body = dep.post_node('n2', 'rack1', conductor_group='rack9')
+        self.assertEqual(400, status, body)
+        self.assertIn(
+            '%s is alive in Ironic but not in the affinity group'
+            % self.name(2),
+            json.dumps(body),
         )
         # The upgrade check fails (2), naming it.
         result = dep.status()
         self.assertEqual(2, result.returncode, result.stdout)
         self.assertIn(self.name(2), result.stdout)
+
+    def test_no_request_fails_while_conductors_start(self):
+        # Ironic lists a conductor for a hardware type once it has
+        # registered its interfaces; the conductor joins the affinity
+        # group just before that. From the moment Ironic's own rule
+        # lists a conductor as active (read from its database as its
+        # ring manager reads it: /v1/conductors shows a conductor alive,
+        # with drivers, before its interfaces are registered), every
+        # node creation succeeds and every node is placed.
+        dep = self.useFixture(deployment.Deployment())
+        self.dep = dep
+        database = ironic_db.IronicDatabase(dep.database_url)
+        self.addCleanup(database.dispose)
+        timeout = deployment.CI_TIMERS['heartbeat_timeout']
+        for index in (1, 2, 3):
+            dep.start_conductor(index, **base.PART1[index])
+        results = []
+        deadline = None
+        while deadline is None or time.monotonic() < deadline:
+            active = database.active_conductors(timeout)
+            ready = set().union(*active.values())
+            if not ready:
+                time.sleep(0.02)
+                continue
+            status, body = dep.post_node('gap%d' % len(results), 'datacenter1')
+            results.append((sorted(ready), status, body.get('uuid'), body))
+            if deadline is None and len(ready) == 3:
+                # Go on for a watch interval and a ring reset after the
+                # last conductor.
+                deadline = time.monotonic() + 3.0
+        failed = [
+            (ready, status, str(body)[:300])
+            for ready, status, _uuid, body in results
+            if status != 201
+        ]
+        self.assertEqual([], failed)
+        self.assertGreater(len(results), 3)
+        # Every one of them lands on a conductor, none orphaned.
+        self.wait_placed(
+            {r[2]: {self.name(i) for i in (1, 2, 3)} for r in results}
+        )
+        base.record(
+            case='start-up gap',
+            creations=len(results),
+            first_ready=results[0][0],
+        )
 
     def test_unpatched_api_is_reported(self):
         # Conductors run the plugin; the API is Ironic's own ironic-api
@@ -265,7 +338,6 @@ class EndToEndTestCase(base.TestCase):
         dep.start_conductor(1)
         dep.start_conductor(2)
         dep.wait_conductors(1, 2)
-        dep.wait_members(1, 2)
         result = dep.status()
         self.assertEqual(2, result.returncode, result.stdout)
         # The table wraps lines: compare without the frame.
@@ -383,8 +455,6 @@ class EndToEndTestCase(base.TestCase):
         for index in (1, 2, 3):
             dep.start_conductor(index)
         dep.wait_conductors(1, 2, 3)
-        if manager == 'affinity':
-            dep.wait_members(1, 2, 3)
         self.dep = dep
         # 30 nodes: that one of three tied conductors gets none has a
         # chance of 3 * (2/3)**30, about 1 in 70,000.
