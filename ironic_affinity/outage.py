@@ -69,7 +69,9 @@ class Outage:
             if self.since is not None:
                 return False
             self.since = self._clock()
-        self._log.log(level, message, args)
+        # An empty mapping is no mapping to the logging module: it would
+        # format the message with a tuple holding it, and fail.
+        self._log.log(level, message, *([args] if args else []))
         return True
 
     def recovered(self, message: str, args: dict[str, Any]) -> bool:

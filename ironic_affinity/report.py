@@ -17,13 +17,13 @@ dict into the table people read, so both formats always say the same.
 """
 
 from collections.abc import Collection
+from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 
 from ironic_affinity import engine
 from ironic_affinity import profile
 from ironic_affinity import tags
-from ironic_affinity.membership import view
 
 
 def plan(
@@ -192,14 +192,29 @@ def render_explain(report: dict[str, Any]) -> str:
     )
 
 
-def members(snapshot: view.Snapshot, url: str, group: str) -> dict[str, Any]:
-    """The live members of the group as one JSON-ready dict."""
-    age = snapshot.age()
+def members(
+    found: Mapping[str, profile.ConductorProfile],
+    url: str,
+    group: str,
+    *,
+    rejected: Mapping[str, str],
+    held: Collection[str] = (),
+    error: str | None = None,
+    age: float | None = None,
+) -> dict[str, Any]:
+    """The members of the group as one JSON-ready dict.
+
+    :param found: the members with their published profiles.
+    :param rejected: members left out, with why.
+    :param held: members kept from before a backend outage.
+    :param error: why the group could not be read, if it could not.
+    :param age: seconds since the group was last read.
+    """
     return {
         'backend': url,
         'group': group,
-        'readable': not snapshot.stale,
-        'error': snapshot.error,
+        'readable': error is None,
+        'error': error,
         'age_seconds': None if age is None else round(age, 3),
         'members': [
             {
@@ -218,11 +233,11 @@ def members(snapshot: view.Snapshot, url: str, group: str) -> dict[str, Any]:
                 profile.SOFT_ANTI_AFFINITY: tags.format_weighted(
                     dict(c.soft_anti_affinity_tags)
                 ),
-                'held_through_outage': name in snapshot.held,
+                'held_through_outage': name in held,
             }
-            for name, c in sorted(snapshot.members.items())
+            for name, c in sorted(found.items())
         ],
-        'rejected': dict(sorted(snapshot.rejected.items())),
+        'rejected': dict(sorted(rejected.items())),
     }
 
 

@@ -260,7 +260,15 @@ def _check(conf: cfg.ConfigOpts, args: Any) -> int:
 def _members(conf: cfg.ConfigOpts, args: Any) -> int:
     snapshot = service.member_view(conf).refresh_within(args.timeout)
     url = backend.redact(backend.backend_url(conf))
-    result = report.members(snapshot, url, conf.affinity.group_name)
+    result = report.members(
+        snapshot.members,
+        url,
+        conf.affinity.group_name,
+        rejected=snapshot.rejected,
+        held=snapshot.held,
+        error=snapshot.error,
+        age=snapshot.age(),
+    )
     _emit(result, report.render_members(result), args.format)
     # An unreadable backend shows in the status too, for monitoring.
     return EXIT_BAD_INPUT if snapshot.stale else 0

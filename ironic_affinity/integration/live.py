@@ -25,7 +25,7 @@ import dataclasses
 from oslo_config import cfg
 import sqlalchemy as sa
 
-from ironic_affinity import candidates
+from ironic_affinity import active_members
 from ironic_affinity import exception
 from ironic_affinity import profile
 from ironic_affinity._i18n import _
@@ -118,8 +118,8 @@ def read(conf: cfg.ConfigOpts, snapshot: view.Snapshot) -> Deployment:
     # The candidate rule takes plain sets.
     hosts = {kind: set(names) for kind, names in active.items()}
     return Deployment(
-        tuple(candidates.live_profiles(snapshot.members, hosts)),
+        tuple(active_members.profiles(snapshot.members, hosts)),
         tuple(nodes),
-        candidates.not_members(snapshot.members, hosts),
+        active_members.missing_from_group(snapshot.members, hosts),
         bad,
     )

@@ -1,0 +1,114 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The import graph runs downward only (contributor/architecture.rst).
+
+Read from the source with ast, so that an import added anywhere, even
+inside a function, is caught.
+"""
+
+import ast
+import pathlib
+
+from ironic_affinity.tests import base
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[2]
+
+# Lowest first. A module may import from its own layer and those below.
+LAYERS = (
+    ('base', ('_i18n', 'exception', 'outage', 'tags')),
+    ('model', ('profile', 'rendezvous')),
+    ('placement', ('engine', 'active_members', 'report', 'scenario')),
+    ('configuration', ('conf',)),
+    ('membership', ('membership',)),
+    ('integration', ('integration',)),
+    ('commands', ('cmd',)),
+)
+PURE = ('base', 'model', 'placement')
+# What pure modules never import: servers, databases, Ironic, services.
+IO_PACKAGES = (
+    'ironic',
+    'oslo_config',
+    'oslo_log',
+    'sqlalchemy',
+    'stevedore',
+    'tooz',
+)
+
+
+def _layer(module: str) -> int:
+    """The index in LAYERS of 'ironic_affinity.x.y'."""
+    parts = module.split('.')[1:]
+    for index, (_name, members) in enumerate(LAYERS):
+        if parts and parts[0] in members:
+            return index
+    raise AssertionError('%s is in no layer: add it to LAYERS' % module)
+
+
+def _modules():
+    for path in sorted(PACKAGE.rglob('*.py')):
+        relative = path.relative_to(PACKAGE.parent).with_suffix('')
+        parts = relative.parts
+        if 'tests' in parts or parts[-1] == '__init__':
+            continue
+        yield '.'.join(parts), path
+
+
+def _imports(path: pathlib.Path):
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            if node.module == 'ironic_affinity':
+                for alias in node.names:
+                    yield 'ironic_affinity.' + alias.name
+            else:
+                yield node.module
+
+
+class LayersTestCase(base.TestCase):
+    def test_every_module_has_a_layer(self):
+        found = list(_modules())
+        self.assertGreater(len(found), 20)
+        for module, _path in found:
+            _layer(module)
+
+    def test_imports_run_downward(self):
+        upward = []
+        for module, path in _modules():
+            mine = _layer(module)
+            for imported in _imports(path):
+                if not imported.startswith('ironic_affinity.'):
+                    continue
+                if _layer(imported) > mine:
+                    upward.append('%s imports %s' % (module, imported))
+        self.assertEqual([], upward)
+
+    def test_pure_modules_do_no_io(self):
+        pure = {i for i, (name, _m) in enumerate(LAYERS) if name in PURE}
+        found = []
+        for module, path in _modules():
+            if _layer(module) not in pure:
+                continue
+            for imported in _imports(path):
+                if imported.split('.')[0] in IO_PACKAGES:
+                    found.append('%s imports %s' % (module, imported))
+        self.assertEqual([], found)
+
+    def test_the_check_sees_an_upward_import(self):
+        # The check itself can fail: a report importing membership would.
+        self.assertGreater(
+            _layer('ironic_affinity.membership.view'),
+            _layer('ironic_affinity.report'),
+        )
