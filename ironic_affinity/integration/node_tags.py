@@ -192,11 +192,18 @@ class NodeTagCache:
             return 0.0
         return max(0.0, self._last_full + self.rescan - self._clock())
 
-    def _run(self) -> None:
+    def _pause(self) -> float:
+        if self._outage.failing:
+            # A failed full read stays due: retry at the fast pace, not
+            # in a loop against a database that is away.
+            return self.interval
         # Woken for the full re-read when it falls due, not at the next
         # fast read after it: that keeps the bound at rescan, not rescan
         # plus interval.
-        while not self._stop.wait(min(self.interval, self.full_due_in())):
+        return min(self.interval, self.full_due_in())
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._pause()):
             self.poll()
 
     def poll(self) -> None:

@@ -226,6 +226,26 @@ class NodeTagCacheTestCase(base.TestCase):
         self.assertEqual([0.5, INTERVAL, INTERVAL], waits)
         self.assertEqual(frozenset({'dc3'}), self.cache.get('node-04'))
 
+    def test_thread_retries_at_the_fast_pace_in_an_outage(self):
+        self.cache.refresh()
+        self.clock.advance(RESCAN)
+        waits = []
+
+        def wait(timeout):
+            waits.append(timeout)
+            self.clock.advance(timeout)
+            return len(waits) > 3
+
+        gone = sa.exc.OperationalError('SELECT', {}, Exception('gone'))
+        with mock.patch.object(self.cache._stop, 'wait', wait):
+            with mock.patch.object(
+                self.cache.database.engine, 'connect', side_effect=gone
+            ):
+                self.cache._run()
+        # The full read is due throughout, but failing: no busy loop.
+        self.assertEqual([0.0, INTERVAL, INTERVAL, INTERVAL], waits)
+        self.assertEqual(1, len(self.lines('WARNING')))
+
     def test_deleted_nodes_forgotten(self):
         self._write_bad('node-07')
         self.cache.refresh()
