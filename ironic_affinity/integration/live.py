@@ -115,11 +115,9 @@ def read(conf: cfg.ConfigOpts, snapshot: view.Snapshot) -> Deployment:
                 conductor_group=(group or '').lower(),
             )
         )
-    # The candidate rule takes plain sets.
-    hosts = {kind: set(names) for kind, names in active.items()}
     return Deployment(
-        tuple(active_members.profiles(snapshot.members, hosts)),
+        tuple(active_members.profiles(snapshot.members, active)),
         tuple(nodes),
-        active_members.missing_from_group(snapshot.members, hosts),
+        active_members.missing_from_group(snapshot.members, active),
         bad,
     )
