@@ -220,8 +220,10 @@ IRONIC_OPTS = [
         default=60.0,
         min=1.0,
         help=_(
-            'Seconds between two listings of every node uuid, which is how '
-            'deleted nodes are forgotten.'
+            'Seconds between two full reads of every node\'s tags, by every '
+            'process that places nodes: how deleted nodes are forgotten, and '
+            'the bound on how stale a node\'s tags can be whatever the '
+            'clocks of the hosts that write them.'
         ),
     ),
 ]
