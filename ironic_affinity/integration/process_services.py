@@ -57,9 +57,13 @@ class ProcessServices:
 
     def __init__(self, conf: cfg.ConfigOpts) -> None:
         self.view: view.MemberView = service.member_view(conf)
-        self.database = ironic_db.IronicDatabase(conf.database.connection)
+        # One engine for both readers: the tag cache's thread, and the
+        # active conductors read under the states' lock, one at a time.
+        self.database = ironic_db.IronicDatabase(
+            conf.database.connection, pool_size=2
+        )
         self.node_tags = node_tags.NodeTagCache(
-            conf.database.connection,
+            self.database,
             conf.affinity.node_tags_key,
             conf.affinity.node_tags_interval,
             conf.affinity.node_tags_rescan_interval,
