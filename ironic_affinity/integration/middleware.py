@@ -31,36 +31,17 @@ from collections.abc import Iterable
 from typing import Any
 
 from ironic.conf import CONF
-import jsonpatch
 from oslo_config import cfg
 from oslo_log import log
 
 from ironic_affinity.integration import door
+from ironic_affinity.integration import json_patch
 from ironic_affinity.integration import loader
 from ironic_affinity.membership import service
 
 LOG = log.getLogger(__name__)
 
 WSGIApp = door.WSGIApp
-
-# What stops Ironic's own application of a patch (Ironic catches the
-# same): the patch then fails there too, and Ironic says why.
-_PATCH_ERRORS = (
-    jsonpatch.JsonPatchException,
-    jsonpatch.JsonPointerException,
-    KeyError,
-    IndexError,
-    TypeError,
-    ValueError,
-)
-
-
-def apply_patch(document: Any, patch: list[Any]) -> Any:
-    """The document patched by the library Ironic patches nodes with."""
-    try:
-        return jsonpatch.apply_patch(document, patch)
-    except _PATCH_ERRORS as exc:
-        raise door.PatchFailed(str(exc)) from exc
 
 
 def tags_key() -> str:
@@ -83,7 +64,7 @@ class AffinityMiddleware:
     def __init__(self, app: WSGIApp) -> None:
         loader.install()
         self.app = app
-        self.door = door.Door(app, tags_key, max_body, apply_patch)
+        self.door = door.Door(app, tags_key, max_body, json_patch.apply_patch)
         LOG.info(
             'ironic-affinity middleware loaded: hash-ring manager %(name)s',
             {'name': CONF.affinity.hash_ring_manager},

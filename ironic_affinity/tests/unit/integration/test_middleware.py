@@ -14,38 +14,20 @@
 
 The fake answers ``GET /v1/nodes/<uuid or name>`` from its own nodes,
 for the caller's token only, and records every other request with the
-body it read. The patch cases need the JSON-patch library Ironic
-patches nodes with; it comes with Ironic, and they skip without it.
+body it read. The patch cases apply patches with the JSON-patch library
+Ironic patches nodes with (a test requirement here).
 """
 
 import io
 import json
 
 from ironic_affinity.integration import door
+from ironic_affinity.integration import json_patch
 from ironic_affinity.tests import base
-
-try:
-    import jsonpatch
-except ImportError:  # installed with Ironic, not by the unit tests
-    jsonpatch = None
 
 KEY = 'affinity_tags'
 UUID = '1be26c0b-03f2-4d2e-ae87-c02d7db8b2e0'
 TOKEN = 'caller-token'
-
-
-def apply_patch(document, patch):
-    try:
-        return jsonpatch.apply_patch(document, patch)
-    except (
-        jsonpatch.JsonPatchException,
-        jsonpatch.JsonPointerException,
-        KeyError,
-        IndexError,
-        TypeError,
-        ValueError,
-    ) as exc:
-        raise door.PatchFailed(str(exc)) from exc
 
 
 class FakeIronic:
@@ -122,7 +104,10 @@ class DoorTestCase(base.TestCase):
         super().setUp()
         self.ironic = FakeIronic()
         self.door = door.Door(
-            self.ironic, lambda: KEY, lambda: self.limit, apply_patch
+            self.ironic,
+            lambda: KEY,
+            lambda: self.limit,
+            json_patch.apply_patch,
         )
 
     def call(
@@ -320,11 +305,6 @@ class FramingTestCase(DoorTestCase):
 
 
 class PatchTestCase(DoorTestCase):
-    def setUp(self):
-        super().setUp()
-        if jsonpatch is None:
-            self.skipTest('jsonpatch (installed with Ironic) is missing')
-
     def patch(self, ops, ident=UUID, chunked=False, **headers):
         return self.call(
             'PATCH', '/v1/nodes/%s' % ident, ops, chunked, **headers
