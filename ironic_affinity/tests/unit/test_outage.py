@@ -14,20 +14,13 @@ import logging
 
 from ironic_affinity import outage
 from ironic_affinity.tests import base
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from ironic_affinity.tests import fake_clock
 
 
 class OutageTestCase(base.TestCase):
     def setUp(self) -> None:
         super().setUp()
-        self.clock = FakeClock()
+        self.clock = fake_clock.Clock(100.0)
         self.log = logging.getLogger('test-outage')
         self.outage = outage.Outage(self.log, self.clock)
 

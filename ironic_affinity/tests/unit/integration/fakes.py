@@ -19,19 +19,13 @@ import types
 
 from ironic_affinity import profile
 from ironic_affinity.membership import view
+from ironic_affinity.tests import fake_clock
 
 
-class Clock:
-    """time.monotonic() as a host just booted sees it, moved by hand."""
-
-    def __init__(self, now: float = 5.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+def booted_clock() -> fake_clock.Clock:
+    """time.monotonic() as a host booted 5 s ago sees it: less than any
+    reset interval, where a "read at time 0" mark would look fresh."""
+    return fake_clock.Clock(5.0)
 
 
 class Members:

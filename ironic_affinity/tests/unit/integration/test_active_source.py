@@ -23,7 +23,7 @@ class ActiveConductorSourceTestCase(base.TestCase):
         self.log = logging.getLogger('test-active')
         self.reader = fakes.ActiveConductors({':x': {'c1', 'c2'}})
         self.source = active_source.ActiveConductorSource(
-            self.reader, self.log, fakes.Clock()
+            self.reader, self.log, fakes.booted_clock()
         )
 
     def test_reads_through(self):

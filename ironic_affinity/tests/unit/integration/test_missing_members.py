@@ -20,7 +20,7 @@ from ironic_affinity.tests.unit.integration import fakes
 class MissingMembersTestCase(base.TestCase):
     def setUp(self):
         super().setUp()
-        self.clock = fakes.Clock()
+        self.clock = fakes.booted_clock()
         self.log = logging.getLogger('test-missing')
         self.missing = missing_members.MissingMembers(
             self.log, lambda: 70.0, self.clock

@@ -20,7 +20,7 @@ from ironic_affinity.tests.unit.integration import fakes
 class PlacementStatesTestCase(base.TestCase):
     def setUp(self):
         super().setUp()
-        self.clock = fakes.Clock(now=5.0)  # a host up for 5 s
+        self.clock = fakes.booted_clock()
         self.members = fakes.Members()
         self.members.set(['c1', 'c2'])
         self.active = fakes.ActiveConductors({':x': {'c1', 'c2'}})

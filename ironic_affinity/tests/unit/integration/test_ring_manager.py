@@ -82,7 +82,7 @@ class RingManagerTestCase(base.TestCase):
         self.module = importlib.import_module(
             'ironic_affinity.integration.ring_manager'
         )
-        self.clock = fakes.Clock()
+        self.clock = fakes.booted_clock()
         self.members = fakes.Members()
         self.members.set(
             {
