@@ -16,17 +16,28 @@ Conductors are members of the affinity group, with their profile as
 capabilities; API processes of a group of their own (so the upgrade
 check can tell whether any runs the plugin). Both use this class.
 
-One real thread (not a green thread) owns the tooz coordinator and does
-all of it, so the coordinator is never used from two threads at once and
-a slow backend read elsewhere cannot delay a heartbeat. Each beat also
-checks that this member is still in the group and joins again when it is
-not: after the backend restarted empty, after a ZooKeeper session or an
-etcd lease expired, or after this process was stalled for longer than
-the member timeout.
+One real thread (not a green thread) does all of it, so the coordinator
+is never used from two threads at once and a slow backend read elsewhere
+cannot delay a heartbeat. Each beat also checks that this member is still
+in the group and joins again when it is not: after the backend restarted
+empty, after a ZooKeeper session or an etcd lease expired, or after this
+process was stalled for longer than the member timeout.
+
+Every call waits at most a deadline (the member timeout) for the backend.
+Most tooz calls have one of their own; the heartbeat and the start of a
+client may not (deadline.py), and run in a thread of their own for that.
+One that does not return in time is an outage, and the client is given up
+with it: the call's thread discards the client once the call returns, and
+the next beat starts from a new client. Otherwise a member whose ZooKeeper
+heartbeat waits through a server restart learns only when kazoo's
+reconnect back-off lets it (many seconds after the server is back) that
+its session expired meanwhile, and rejoins after views stopped holding it.
 """
 
+from collections.abc import Callable
 import threading
 import time
+from typing import TypeVar
 
 from oslo_log import log
 import tooz
@@ -34,9 +45,12 @@ from tooz import coordination
 
 from ironic_affinity import outage
 from ironic_affinity.membership import backend
+from ironic_affinity.membership import deadline
 from ironic_affinity.membership import reading
 
 LOG = log.getLogger(__name__)
+
+T = TypeVar('T')
 
 
 class Member:
@@ -52,16 +66,23 @@ class Member:
         timeout: int,
         role: str = 'Conductor',
         clock: outage.Clock = time.monotonic,
+        call_deadline: float | None = None,
     ) -> None:
         """:param published: the capabilities to publish (JSON-able).
         :param role: how log lines name this member.
-        :param clock: what measures outages; tests pass a fake one."""
+        :param clock: what measures outages; tests pass a fake one.
+        :param call_deadline: seconds a heartbeat or a client's start may
+            take before the client is given up; the member timeout by
+            default: past it the entry is lost or about to be anyway."""
         self.url = url
         self.group = group.encode('utf-8')
         self.name = name
         self.role = role
         self.heartbeat_interval = heartbeat_interval
         self.timeout = timeout
+        self.call_deadline = (
+            float(timeout) if call_deadline is None else call_deadline
+        )
         self._capabilities = published
         self._published: dict[str, object] | None = None
         self._coordinator: coordination.CoordinationDriver | None = None
@@ -125,16 +146,10 @@ class Member:
             self._recovered()
 
     def _beat(self) -> None:
-        if self._coordinator is None:
-            self._coordinator = backend.coordinator(
-                self.url, self.name, self.timeout
-            )
-        if not self._started:
-            self._coordinator.start(start_heart=False)
-            self._started = True
+        client = self._client()
         # Beat before joining: a reader that sees a member without a beat
         # takes it for dead (the Redis driver even deletes it).
-        self._coordinator.heartbeat()
+        self._within(client, client.heartbeat)
         members = self._members()
         wanted = self._capabilities
         if self.name not in members:
@@ -161,6 +176,64 @@ class Member:
             )
         self._published = wanted
         self.joined.set()
+
+    def _client(self) -> coordination.CoordinationDriver:
+        """The started client, made and started first if need be."""
+        if self._coordinator is None:
+            self._coordinator = backend.coordinator(
+                self.url, self.name, self.timeout
+            )
+        client = self._coordinator
+        if not self._started:
+            self._within(client, lambda: client.start(start_heart=False))
+            self._started = True
+        return client
+
+    def _within(
+        self,
+        client: coordination.CoordinationDriver,
+        call: Callable[[], T],
+    ) -> T:
+        """``call()`` on ``client``, given up after the call deadline.
+
+        :raises: deadline.NoAnswer, the client then given up.
+        """
+        try:
+            return deadline.call_within(
+                self.call_deadline,
+                call,
+                lambda error: self._given_up(client, error),
+            )
+        except deadline.NoAnswer:
+            # The call's thread is still inside the client, and discards
+            # it when the call returns; from now on this thread must not
+            # touch it. Not a leave: our entry, if the backend kept it,
+            # is for the next client to carry on.
+            self._coordinator = None
+            self._started = False
+            raise
+
+    def _given_up(
+        self,
+        client: coordination.CoordinationDriver,
+        error: BaseException | None,
+    ) -> None:
+        """In the call's thread, once a call given up on has returned."""
+        if error is not None:
+            # Often the only word of why the backend did not answer.
+            LOG.warning(
+                'A call of %(role)s %(name)s to the coordination backend '
+                '%(url)s, given up after %(deadline)s s, failed since: '
+                '%(error)s',
+                {
+                    'role': self.role.lower(),
+                    'name': self.name,
+                    'url': backend.redact(self.url),
+                    'deadline': self.call_deadline,
+                    'error': backend.describe(error, self.url),
+                },
+            )
+        backend.discard(client)
 
     def _members(self) -> set[str]:
         assert self._coordinator is not None

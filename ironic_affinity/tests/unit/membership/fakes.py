@@ -17,8 +17,11 @@ groups of members with capabilities, members that expire when they stop
 beating (as on Redis: a heartbeat is per client, not per group), and
 switches a test flips: the backend down (every call fails with
 ToozConnectionError), restarted empty, or slow (a call blocks until the
-test lets it through). Every call of a client checks that no other
-thread is inside the same client, which a real driver does not survive.
+test lets it through); and one client that hangs (its calls block until
+the test releases it, as a ZooKeeper client's do while it waits to
+reconnect) while new clients get answers. Every call of a client checks
+that no other thread is inside the same client, which a real driver does
+not survive.
 
 Calls are answered when made and their result kept in a :class:`Result`,
 which has the ``get(timeout=)`` of the results tooz drivers return.
@@ -163,7 +166,24 @@ class Client:
         self._inside_lock = threading.Lock()
         self.overlaps: list[str] = []
         self.calls: list[str] = []
+        # Cleared while the client hangs: see hang().
+        self._answering = threading.Event()
+        self._answering.set()
         backend.clients.append(self)
+
+    def hang(self) -> None:
+        """This client's calls block until :meth:`release`; other
+        clients' do not."""
+        self._answering.clear()
+
+    def release(self) -> None:
+        self._answering.set()
+
+    def _wait_answering(self) -> None:
+        if not self._answering.is_set():
+            self.backend.blocked.set()
+            if not self._answering.wait(SLOW_LIMIT):
+                raise AssertionError('a hung client was never released')
 
     # Every call goes through here: one thread at a time, or noted.
     def _call(self, name: str, work: Any) -> Result:
@@ -177,6 +197,7 @@ class Client:
         try:
             self.calls.append(name)
             self.backend.wait_gate()
+            self._wait_answering()
             if self.backend.down:
                 return Result(
                     error=coordination.ToozConnectionError(

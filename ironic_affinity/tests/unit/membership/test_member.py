@@ -17,6 +17,7 @@ thread runs each interval); the thread itself is run for start and stop.
 """
 
 import logging
+import time
 
 import fixtures
 
@@ -60,7 +61,9 @@ class MemberTestCase(base.TestCase):
         )
         self.member = self.make_member(caps('rack1'))
 
-    def make_member(self, published, heartbeat_interval=1.0):
+    def make_member(
+        self, published, heartbeat_interval=1.0, call_deadline=None
+    ):
         made = member.Member(
             URL,
             GROUP.decode(),
@@ -69,6 +72,7 @@ class MemberTestCase(base.TestCase):
             heartbeat_interval,
             TIMEOUT,
             clock=self.clock,
+            call_deadline=call_deadline,
         )
         self.addCleanup(made.stop, 2.0)
         return made
@@ -253,6 +257,138 @@ class OutageTestCase(MemberTestCase):
         self.beat()
         self.assertEqual([('join', NAME)], self.backend.history)
         self.assertEqual(2, len(self.factory.made))
+
+
+def wait_until(predicate, seconds=5.0):
+    """Whether ``predicate()`` came true within ``seconds`` (real time)."""
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+class DeadlineTestCase(MemberTestCase):
+    """Calls that do not answer, as a ZooKeeper heartbeat waits for
+    kazoo to reconnect however long the server is away."""
+
+    DEADLINE = 0.05
+
+    def setUp(self):
+        super().setUp()
+        self.member = self.make_member(
+            caps('rack1'), call_deadline=self.DEADLINE
+        )
+
+    def timed_beat(self):
+        started = time.monotonic()
+        self.beat()
+        return time.monotonic() - started
+
+    def test_default_deadline_is_the_member_timeout(self):
+        self.assertEqual(
+            float(TIMEOUT), self.make_member(caps('rack1')).call_deadline
+        )
+
+    def test_a_beat_past_its_deadline_gives_the_client_up(self):
+        self.member._tick()
+        (first,) = self.factory.made
+        first.hang()
+        self.addCleanup(first.release)
+        # The beat does not wait for the answer: an outage.
+        self.assertLess(self.timed_beat(), 2.0)
+        self.assertFalse(self.member.joined.is_set())
+        (warning,) = self.lines('WARNING')
+        self.assertIn(
+            'Conductor host-a:8091 cannot reach the coordination backend '
+            'redis://:***@h:6379: no answer within 0.05 s',
+            warning,
+        )
+        # The next beat goes on with a new client while the old one's
+        # call is still under way.
+        self.beat()
+        self.assertTrue(self.member.joined.is_set())
+        self.assertEqual(2, len(self.factory.made))
+        self.assertFalse(first.stopped)
+        self.assertIn(
+            'reached the coordination backend again', self.log.output
+        )
+        # Once its call returns, the old client is discarded by the
+        # call's thread, without leaving: the entry carries on.
+        first.release()
+        self.assertTrue(wait_until(lambda: first.stopped))
+        self.assertEqual([('join', NAME)], self.backend.history)
+        self.assertEqual(caps('rack1'), self.published())
+        self.assertEqual([], self.backend.overlaps())
+
+    def test_why_a_call_given_up_on_failed_is_logged(self):
+        self.member._tick()
+        (first,) = self.factory.made
+        first.hang()
+        self.addCleanup(first.release)
+        self.beat()
+        self.backend.go_down()
+        first.release()
+        self.assertTrue(wait_until(lambda: first.stopped))
+        self.assertIn(
+            'A call of conductor host-a:8091 to the coordination backend '
+            'redis://:***@h:6379, given up after 0.05 s, failed since: '
+            'Error 111 connecting: Connection refused',
+            self.lines('WARNING')[-1],
+        )
+        self.assertNotIn('s3cret', self.log.output)
+
+    def test_rejoins_at_once_when_the_entry_expired_meanwhile(self):
+        # ZooKeeper's case: the old client's session expired while its
+        # heartbeat waited, and with it our entry. The member learns it
+        # from its new client, not when the old one reconnects.
+        self.member._tick()
+        (first,) = self.factory.made
+        first.hang()
+        self.addCleanup(first.release)
+        self.beat()
+        self.clock.advance(TIMEOUT + 1)
+        self.assertEqual({}, self.backend.members(GROUP))
+        self.assertLess(self.timed_beat(), 2.0)
+        self.assertEqual(caps('rack1'), self.published())
+        self.assertEqual([('join', NAME)] * 2, self.backend.history)
+        self.assertTrue(self.member.joined.is_set())
+        self.assertEqual([], self.backend.overlaps())
+
+    def test_a_start_past_its_deadline_gives_the_client_up(self):
+        self.backend.make_slow()
+        self.addCleanup(self.backend.let_through)
+        self.assertLess(self.timed_beat(), 2.0)
+        self.assertFalse(self.member.joined.is_set())
+        (first,) = self.factory.made
+        self.backend.let_through()
+        # The late start is undone by the call's thread.
+        self.assertTrue(wait_until(lambda: first.stopped))
+        self.beat()
+        self.assertTrue(self.member.joined.is_set())
+        self.assertEqual(2, len(self.factory.made))
+        self.assertEqual([('join', NAME)], self.backend.history)
+        self.assertEqual([], self.backend.overlaps())
+
+    def test_stop_during_a_hung_beat(self):
+        running = self.make_member(
+            caps('rack1'), heartbeat_interval=0.01, call_deadline=0.05
+        )
+        running.start()
+        self.assertTrue(running.joined.wait(2.0))
+        for client in self.factory.made:
+            client.hang()
+            self.addCleanup(client.release)
+        # Stopped while a beat waits for its answer.
+        self.assertTrue(self.backend.blocked.wait(2.0))
+        started = time.monotonic()
+        running.stop()
+        self.assertLess(time.monotonic() - started, 2.0)
+        self.assertFalse(running._thread.is_alive())
+        # Nothing left to leave with: the entry expires on its own.
+        self.assertNotIn(('leave', NAME), self.backend.history)
+        self.assertEqual([], self.backend.overlaps())
 
 
 class ThreadTestCase(MemberTestCase):
