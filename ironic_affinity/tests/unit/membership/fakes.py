@@ -29,28 +29,25 @@ which has the ``get(timeout=)`` of the results tooz drivers return.
 
 import copy
 import dataclasses
+import logging
 import threading
 from typing import Any
 
+import fixtures
 import tooz
 from tooz import coordination
+
+from ironic_affinity.membership import backend
+from ironic_affinity.tests import base
+from ironic_affinity.tests import fake_clock
 
 # The longest a slow call waits for the test to let it through: a test
 # that forgets to must fail, not hang.
 SLOW_LIMIT = 5.0
 
 
-class Clock:
-    """A monotonic clock that moves only when told."""
-
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+# The clock the fakes and the code under test share.
+Clock = fake_clock.Clock
 
 
 class Result:
@@ -316,3 +313,32 @@ class Factory:
         client = Client(self.backend, member_id.encode('utf-8'))
         self.made.append(client)
         return client
+
+
+class BackendTestCase(base.TestCase):
+    """Every coordinator the code under test makes is a client of one
+    in-memory backend on a fake clock; the lines LOGGER logs are kept."""
+
+    #: The module whose log lines the test reads.
+    LOGGER = ''
+    #: Seconds without a beat after which a member expires.
+    EXPIRY = 5.0
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.clock = Clock()
+        self.backend = Backend(self.clock, timeout=self.EXPIRY)
+        self.factory = Factory(self.backend)
+        self.coordinator = self.useFixture(
+            fixtures.MockPatchObject(
+                backend, 'coordinator', autospec=True,
+                side_effect=self.factory,
+            )
+        ).mock  # fmt: skip
+        self.log = self.useFixture(
+            fixtures.FakeLogger(
+                name=self.LOGGER,
+                level=logging.INFO,
+                format='%(levelname)s %(message)s',
+            )
+        )

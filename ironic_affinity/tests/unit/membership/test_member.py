@@ -16,16 +16,11 @@ Most tests drive the beats one by one (``_tick``, what the heartbeat
 thread runs each interval); the thread itself is run for start and stop.
 """
 
-import logging
 import time
 
-import fixtures
-
 from ironic_affinity import profile
-from ironic_affinity.membership import backend
 from ironic_affinity.membership import capabilities
 from ironic_affinity.membership import member
-from ironic_affinity.tests import base
 from ironic_affinity.tests.unit.membership import fakes
 
 GROUP = b'conductors'
@@ -40,25 +35,12 @@ def caps(rack):
     )
 
 
-class MemberTestCase(base.TestCase):
+class MemberTestCase(fakes.BackendTestCase):
+    LOGGER = member.__name__
+    EXPIRY = TIMEOUT
+
     def setUp(self):
         super().setUp()
-        self.clock = fakes.Clock()
-        self.backend = fakes.Backend(self.clock, timeout=TIMEOUT)
-        self.factory = fakes.Factory(self.backend)
-        self.coordinator = self.useFixture(
-            fixtures.MockPatchObject(
-                backend, 'coordinator', autospec=True,
-                side_effect=self.factory,
-            )
-        ).mock  # fmt: skip
-        self.log = self.useFixture(
-            fixtures.FakeLogger(
-                name=member.__name__,
-                level=logging.INFO,
-                format='%(levelname)s %(message)s',
-            )
-        )
         self.member = self.make_member(caps('rack1'))
 
     def make_member(

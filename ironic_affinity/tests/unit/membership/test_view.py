@@ -12,18 +12,13 @@
 
 """The member view's timing, on the in-memory backend and a fake clock."""
 
-import logging
 import threading
 import time
 from unittest import mock
 
-import fixtures
-
 from ironic_affinity import profile
-from ironic_affinity.membership import backend
 from ironic_affinity.membership import capabilities
 from ironic_affinity.membership import view
-from ironic_affinity.tests import base
 from ironic_affinity.tests.unit.membership import fakes
 
 GROUP = b'conductors'
@@ -38,27 +33,14 @@ def caps(name, rack='rack1'):
     )
 
 
-class ViewTestCase(base.TestCase):
+class ViewTestCase(fakes.BackendTestCase):
+    LOGGER = view.__name__
+    # Members here are other processes' entries: they never expire
+    # unless a test removes them.
+    EXPIRY = 1e9
+
     def setUp(self):
         super().setUp()
-        self.clock = fakes.Clock()
-        # Members here are other processes' entries: they never expire
-        # unless a test removes them.
-        self.backend = fakes.Backend(self.clock, timeout=1e9)
-        self.factory = fakes.Factory(self.backend)
-        self.coordinator = self.useFixture(
-            fixtures.MockPatchObject(
-                backend, 'coordinator', autospec=True,
-                side_effect=self.factory,
-            )
-        ).mock  # fmt: skip
-        self.log = self.useFixture(
-            fixtures.FakeLogger(
-                name=view.__name__,
-                level=logging.INFO,
-                format='%(levelname)s %(message)s',
-            )
-        )
         self.view = self.make_view()
 
     def make_view(self, watch_interval=1.0, timeout=TIMEOUT):
