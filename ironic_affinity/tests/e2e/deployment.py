@@ -33,6 +33,7 @@ import uuid
 import fixtures
 import sqlalchemy as sa
 
+from ironic_affinity.integration import ironic_db
 from ironic_affinity.tests.functional import servers
 
 API_VERSION = {'X-OpenStack-Ironic-API-Version': 'latest'}
@@ -262,17 +263,31 @@ class Deployment(fixtures.Fixture):
         )
 
     def wait_conductors(self, *indexes: int, timeout: float = 60) -> None:
+        """Wait until Ironic's rings would list the conductors.
+
+        Not ``alive`` in ``GET /v1/conductors``: Ironic shows a
+        conductor alive, with its drivers, as soon as it registers, and
+        lists it for its hardware types (what every ring, Ironic's own
+        too, is built from) only once it has registered its interfaces
+        a moment later. A node request in between gets Ironic's own
+        "no conductor supports driver", whatever the ring.
+        """
         wanted = {self.conductor_name(i) for i in indexes}
+        database = ironic_db.IronicDatabase(self.database_url)
 
-        def alive() -> bool:
-            found = self._get('/v1/conductors') or {}
-            return wanted <= {
-                c['hostname']
-                for c in found.get('conductors', [])
-                if c['alive']
-            }
+        def active() -> bool:
+            try:
+                found = database.active_conductors(
+                    self.timers['heartbeat_timeout']
+                )
+            except sa.exc.SQLAlchemyError:
+                return False
+            return wanted <= set().union(*found.values())
 
-        self.wait(alive, timeout, 'conductors %s alive' % sorted(wanted))
+        try:
+            self.wait(active, timeout, 'conductors %s active' % sorted(wanted))
+        finally:
+            database.dispose()
 
     def pids(self, name: str) -> list[int]:
         """The parent and its forked worker(s)."""
