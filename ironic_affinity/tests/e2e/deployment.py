@@ -302,9 +302,18 @@ class Deployment(fixtures.Fixture):
 
     def crash(self, index: int) -> None:
         """SIGKILL the conductor's worker and parent together: a crash,
-        not the clean shutdown killing the parent alone causes."""
+        not the clean shutdown killing the parent alone causes.
+
+        Every process is stopped before any is killed: a worker whose
+        parent dies first deregisters itself (online false) if it runs
+        even briefly before its own SIGKILL, which on a loaded machine it
+        did, between two kill calls.
+        """
         name = 'conductor%d' % index
-        for pid in self.pids(name):
+        pids = self.pids(name)
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        for pid in pids:
             os.kill(pid, signal.SIGKILL)
         self.processes[name].wait(10)
 
