@@ -10,6 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-5}
 
+python3 -m pip install --quiet 'tox>=4'
 python3 -m tox -e e2e --notest >/dev/null
 
 # One core kept busy for the whole series.
