@@ -74,7 +74,7 @@ class Evaluation:
     verdicts: tuple[Verdict, ...]
     top_score: int | None
     # The conductors sharing the top score, by name.
-    candidates: tuple[str, ...]
+    tied: tuple[str, ...]
 
     @property
     def eligible(self) -> tuple[Verdict, ...]:
@@ -88,7 +88,7 @@ class Placement:
     node: str
     conductor: str | None
     score: int | None
-    candidates: tuple[str, ...]
+    tied: tuple[str, ...]
 
 
 def _judge(
@@ -199,15 +199,15 @@ class PlacementEngine:
         verdicts.sort(key=lambda v: v.conductor)
         scores = [v.score for v in verdicts if v.excluded is None]
         top = max(scores) if scores else None
-        candidates = tuple(
+        tied = tuple(
             v.conductor
             for v in verdicts
             if v.excluded is None and v.score == top
         )
         hashes = np.fromiter(
-            (self._hash_of[name] for name in candidates), dtype=np.uint64
+            (self._hash_of[name] for name in tied), dtype=np.uint64
         )
-        result = (Evaluation(tuple(verdicts), top, candidates), hashes)
+        result = (Evaluation(tuple(verdicts), top, tied), hashes)
         if len(self._evaluations) >= MAX_CACHED_EVALUATIONS:
             self._evaluations.clear()
         self._evaluations[constraints] = result
@@ -242,19 +242,19 @@ class PlacementEngine:
         result: list[Placement | None] = [None] * len(nodes)
         for constraints, indexes in groups.items():
             evaluation, hashes = self._evaluate(constraints)  # type: ignore
-            candidates = evaluation.candidates
-            if not candidates:
+            tied = evaluation.tied
+            if not tied:
                 chosen = [None] * len(indexes)
             else:
                 keys = rendezvous.hash_keys(nodes[i].hash_key for i in indexes)
                 picks = rendezvous.winners(keys, hashes)
-                chosen = [candidates[p] for p in picks.tolist()]
+                chosen = [tied[p] for p in picks.tolist()]
             for index, conductor in zip(indexes, chosen, strict=True):
                 result[index] = Placement(
                     nodes[index].name,
                     conductor,
                     evaluation.top_score,
-                    candidates,
+                    tied,
                 )
         return result  # type: ignore[return-value]
 

@@ -39,3 +39,11 @@ class MembershipUnavailable(AffinityError):
 
 class UnknownHashRingManager(AffinityError):
     """[affinity]hash_ring_manager names no installed plugin."""
+
+
+class UsageError(AffinityError):
+    """A command line that parses but asks for something impossible."""
+
+
+class BackendLibraryMissing(AffinityError):
+    """The coordination backend's client library is not installed."""

@@ -48,11 +48,12 @@ def plan(
                 'node': p.node,
                 'conductor': p.conductor,
                 'score': p.score,
-                'candidates': list(p.candidates),
+                'tied': list(p.tied),
             }
             for p in placements
         ],
         'loads': loads,
+        'unplaced': [p.node for p in placements if p.conductor is None],
     }
     if down:
         before = engine.PlacementEngine(conductors).place_all(nodes)
@@ -83,13 +84,13 @@ def render_plan(report: dict[str, Any], down: Collection[str] = ()) -> str:
     parts = [
         'Placements',
         _table(
-            ('NODE', 'CONDUCTOR', 'SCORE', 'CANDIDATES'),
+            ('NODE', 'CONDUCTOR', 'SCORE', 'TIED AT TOP'),
             [
                 (
                     p['node'],
                     p['conductor'],
                     p['score'],
-                    ', '.join(p['candidates']) or None,
+                    ', '.join(p['tied']) or None,
                 )
                 for p in placements
             ],
@@ -99,10 +100,10 @@ def render_plan(report: dict[str, Any], down: Collection[str] = ()) -> str:
         _table(('CONDUCTOR', 'NODES'), sorted(report['loads'].items())),
         '',
     ]
-    orphans = [p['node'] for p in placements if p['conductor'] is None]
+    unplaced = report['unplaced']
     parts.append(
         'Nodes without a valid conductor: %s'
-        % (', '.join(orphans) if orphans else 'none')
+        % (', '.join(unplaced) if unplaced else 'none')
     )
     if 'moves' in report:
         parts += ['', 'Moves (against every conductor up)']
@@ -138,7 +139,7 @@ def explain(
         else:
             if conductor == placement.conductor:
                 state = 'chosen'
-            elif conductor in placement.candidates:
+            elif conductor in placement.tied:
                 state = 'tied'
             else:
                 state = 'eligible'

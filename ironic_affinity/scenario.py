@@ -103,15 +103,39 @@ def _read(path: str) -> Any:
             return json.loads(text)
         return yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:
-        reason = str(exc).replace('\n', ' ')
         raise exception.InvalidScenario(
-            _('%(path)s: not valid YAML or JSON: %(reason)s')
-            % {'path': path, 'reason': reason}
+            '%s: %s' % (path, _syntax_error(exc))
         ) from exc
     except RecursionError as exc:
         raise exception.InvalidScenario(
             _('%(path)s: nested too deeply') % {'path': path}
         ) from exc
+
+
+def _syntax_error(exc: Exception) -> str:
+    """Where and what, in one line: PyYAML's own message spans several,
+    with a copy of the offending line."""
+    if isinstance(exc, json.JSONDecodeError):
+        return _(
+            'line %(line)d, column %(column)d: not valid JSON: %(msg)s'
+        ) % {
+            'line': exc.lineno,
+            'column': exc.colno,
+            'msg': exc.msg,
+        }
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark:
+        mark = exc.problem_mark
+        what = exc.problem or ''
+        if exc.context:
+            what = '%s %s' % (what, exc.context)
+        return _(
+            'line %(line)d, column %(column)d: not valid YAML: %(what)s'
+        ) % {
+            'line': mark.line + 1,
+            'column': mark.column + 1,
+            'what': what,
+        }
+    return _('not valid YAML or JSON: %s') % str(exc).replace('\n', ' ')
 
 
 def _entries(

@@ -271,9 +271,7 @@ def realistic_tag_sets(
         if key in seen:
             continue
         seen.add(key)
-        if judge.evaluate(
-            profile.NodeRequest(name='probe', tags=key)
-        ).candidates:
+        if judge.evaluate(profile.NodeRequest(name='probe', tags=key)).tied:
             result.append(' '.join(sorted(tags)))
     return result
 
@@ -298,7 +296,7 @@ def describe_mix(
         for tags in tag_sets
     ]
     eligible = [len(e.eligible) for e in evaluations]
-    tied = [len(e.candidates) for e in evaluations]
+    tied = [len(e.tied) for e in evaluations]
     scores = {e.top_score for e in evaluations}
     profiles = len({c.signature() for c in conductors})
     print(

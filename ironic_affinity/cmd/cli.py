@@ -14,10 +14,12 @@
 
 Sub-commands are oslo.config sub-command options, as in ironic-dbsync;
 those that talk to live services read ironic.conf (the usual
---config-file, /etc/ironic/ironic.conf by default).
+--config-file, found as Ironic's own commands find it). This module only
+parses and dispatches: each command's module is imported when it runs,
+so that the offline commands never import tooz, SQLAlchemy or Ironic
+(on a host with Ironic, tooz pulls in eventlet and its warnings).
 """
 
-import json
 import os
 import sys
 from typing import Any
@@ -25,19 +27,16 @@ from typing import Any
 from oslo_config import cfg
 from oslo_log import log
 
-from ironic_affinity import conf as affinity_conf
 from ironic_affinity import exception
-from ironic_affinity import report
-from ironic_affinity import scenario
 from ironic_affinity._i18n import _
-from ironic_affinity.membership import backend
-from ironic_affinity.membership import service
+from ironic_affinity.cmd import arguments
 
-LOG = log.getLogger(__name__)
+# Exit status for input that cannot be used, or a check that failed.
+EXIT_FAILURE = 1
+# Exit status for a command line that cannot be used, as argparse's own.
+EXIT_USAGE = 2
 
-# Exit status for input that cannot be used, as opposed to 2 for a
-# command line that argparse cannot parse.
-EXIT_BAD_INPUT = 1
+COMMANDS = ('plan', 'explain', 'members', 'check')
 
 
 def _add_down(parser: Any) -> None:
@@ -135,11 +134,6 @@ def _add_parsers(subparsers: Any) -> None:
     check.set_defaults(handler=_check)
 
 
-LIVE_OPTS = [
-    ('database', cfg.StrOpt('connection', secret=True)),
-    ('conductor', cfg.IntOpt('heartbeat_timeout', default=60)),
-]
-
 COMMAND_OPT = cfg.SubCommandOpt(
     'command',
     title=_('Commands'),
@@ -148,159 +142,122 @@ COMMAND_OPT = cfg.SubCommandOpt(
 )
 
 
-def _load(args: Any) -> scenario.Scenario:
-    loaded = scenario.load(args.scenario)
-    _check_down(loaded.conductor_names(), args.down, loaded.path)
-    for conductor in loaded.conductors:
-        conflicts = conductor.soft_conflicts()
-        if conflicts:
-            LOG.warning(
-                '%(path)s: conductor %(name)s has %(tags)s in both soft '
-                'lists; soft_anti_affinity_tags wins',
-                {
-                    'path': loaded.path,
-                    'name': conductor.name,
-                    'tags': ', '.join(sorted(conflicts)),
-                },
+def _live_commands(conf: cfg.ConfigOpts) -> Any:
+    """The live commands' module, once there is a configuration to read."""
+    if not conf.config_file and not conf.config_dir:
+        raise exception.AffinityError(
+            _(
+                'no configuration file: none given with --config-file and '
+                'no ironic.conf in ~/.ironic/, ~/, /etc/ironic/ or /etc/; '
+                "give Ironic's with --config-file"
             )
-    return loaded
-
-
-def _emit(data: dict[str, Any], text: str, fmt: str) -> None:
-    if fmt == 'json':
-        json.dump(data, sys.stdout, indent=2, sort_keys=True)
-        sys.stdout.write('\n')
-    else:
-        print(text)
-
-
-def _live(conf: cfg.ConfigOpts, args: Any) -> Any:
-    """The running deployment, as the ring manager sees it."""
+        )
     try:
-        from ironic_affinity.integration import live
+        from ironic_affinity.cmd import live_commands
     except ImportError as exc:
         raise exception.AffinityError(
-            _('live commands need SQLAlchemy, as installed with Ironic: %s')
-            % exc
+            _(
+                'the live commands need %(module)s, installed with Ironic '
+                'and its database driver: %(error)s'
+            )
+            % {'module': exc.name or 'a module', 'error': exc}
         ) from exc
-    deployment = live.load(conf, args.timeout)
-    if deployment.not_members:
-        LOG.warning(
-            'Active in Ironic but not in the affinity group, so given no '
-            'node: %s',
-            ', '.join(sorted(deployment.not_members)),
-        )
-    for node, reason in sorted(deployment.bad_tags.items()):
-        LOG.warning(
-            'Node %(node)s placed as untagged: %(reason)s',
-            {'node': node, 'reason': reason},
-        )
-    return deployment
-
-
-def _check_down(names: frozenset[str], down: list[str], where: str) -> None:
-    unknown = sorted(set(down) - names)
-    if unknown:
-        raise exception.InvalidScenario(
-            _('%(where)s: --down names no conductor: %(names)s')
-            % {'where': where, 'names': ', '.join(unknown)}
-        )
+    return live_commands
 
 
 def _plan(conf: cfg.ConfigOpts, args: Any) -> int:
     if args.live == bool(args.scenario):
-        raise exception.AffinityError(
+        raise exception.UsageError(
             _('plan takes a SCENARIO file, or --live, and not both')
         )
     if args.live:
-        deployment = _live(conf, args)
-        conductors, nodes = deployment.conductors, deployment.nodes
-        _check_down(frozenset(c.name for c in conductors), args.down, 'live')
-    else:
-        loaded = _load(args)
-        conductors, nodes = loaded.conductors, loaded.nodes
-    result = report.plan(conductors, nodes, set(args.down))
-    _emit(result, report.render_plan(result, args.down), args.format)
-    return 0
+        return int(_live_commands(conf).plan(conf, args))
+    from ironic_affinity.cmd import offline
+
+    return offline.plan(args)
 
 
 def _explain(conf: cfg.ConfigOpts, args: Any) -> int:
     if len(args.target) > 2:
-        raise exception.AffinityError(
+        raise exception.UsageError(
             _('explain takes [SCENARIO] NODE: %d arguments given')
             % len(args.target)
         )
     if len(args.target) == 2:
-        args.scenario = args.target[0]
-        loaded = _load(args)
-        conductors = loaded.conductors
-        node = loaded.node(args.target[1])
-    else:
-        deployment = _live(conf, args)
-        conductors = deployment.conductors
-        _check_down(frozenset(c.name for c in conductors), args.down, 'live')
-        wanted = args.target[0]
-        found = [n for n in deployment.nodes if wanted in (n.name, n.uuid)]
-        if not found:
-            raise exception.AffinityError(_('no node %r') % wanted)
-        node = found[0]
-    result = report.explain(conductors, node, set(args.down))
-    _emit(result, report.render_explain(result), args.format)
-    return 0
+        from ironic_affinity.cmd import offline
 
-
-def _check(conf: cfg.ConfigOpts, args: Any) -> int:
-    deployment = _live(conf, args)
-    result = report.check(deployment.conductors, deployment.nodes)
-    result['not_members'] = sorted(deployment.not_members)
-    _emit(result, report.render_check(result), args.format)
-    return EXIT_BAD_INPUT if result['orphans'] else 0
+        return offline.explain(args, *args.target)
+    if os.path.isfile(args.target[0]):
+        raise exception.UsageError(
+            _(
+                '%s is a scenario file: give the node too '
+                '(explain SCENARIO NODE)'
+            )
+            % args.target[0]
+        )
+    return int(_live_commands(conf).explain(conf, args, args.target[0]))
 
 
 def _members(conf: cfg.ConfigOpts, args: Any) -> int:
-    snapshot = service.member_view(conf).refresh_within(args.timeout)
-    url = backend.redact(backend.backend_url(conf))
-    result = report.members(
-        snapshot.members,
-        url,
-        conf.affinity.group_name,
-        rejected=snapshot.rejected,
-        held=snapshot.held,
-        error=snapshot.error,
-        age=snapshot.age(),
-    )
-    _emit(result, report.render_members(result), args.format)
-    # An unreadable backend shows in the status too, for monitoring.
-    return EXIT_BAD_INPUT if snapshot.stale else 0
+    return int(_live_commands(conf).members(conf, args))
 
 
-def main(argv: list[str] | None = None) -> int:
-    conf = cfg.ConfigOpts()
-    log.register_options(conf)
-    # Logs and warnings go to stderr: stdout carries the result only.
-    conf.set_default('use_stderr', True)
-    affinity_conf.register_opts(conf)
-    # Ironic's own option, read for the default file:// backend location.
-    conf.register_opt(
-        cfg.StrOpt('state_path', default=backend.DEFAULT_STATE_PATH)
-    )
-    # What the live commands read of Ironic's own options.
-    for group, opt in LIVE_OPTS:
-        conf.register_opt(opt, group=group)
-    conf.register_cli_opt(COMMAND_OPT)
-    # Like Ironic's own commands, read /etc/ironic/ironic.conf unless
-    # --config-file says otherwise.
+def _check(conf: cfg.ConfigOpts, args: Any) -> int:
+    return int(_live_commands(conf).check(conf, args))
+
+
+def _error(message: object, status: int) -> int:
+    print('ironic-affinity: error: %s' % message, file=sys.stderr)
+    return status
+
+
+def _parse(conf: arguments.RecordingConfigOpts, args: list[str]) -> None:
+    strings = arguments.option_strings(conf.recorded_cli_opts)
     conf(
-        sys.argv[1:] if argv is None else argv,
+        arguments.global_options_first(args, strings, COMMANDS),
         project='ironic',
         prog='ironic-affinity',
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    conf = arguments.RecordingConfigOpts()
+    log.register_options(conf)
+    # Logs and warnings go to stderr: stdout carries the result only.
+    conf.set_default('use_stderr', True)
+    conf.register_cli_opt(COMMAND_OPT)
+    args = sys.argv[1:] if argv is None else list(argv)
+    try:
+        # Like Ironic's own commands, read /etc/ironic/ironic.conf unless
+        # --config-file says otherwise.
+        _parse(conf, args)
+    except cfg.ConfigFilesNotFoundError as exc:
+        return _error(
+            _('configuration file not found: %s')
+            % ', '.join(exc.config_files),
+            EXIT_FAILURE,
+        )
+    except cfg.ConfigDirNotFoundError as exc:
+        return _error(
+            _('configuration directory not found: %s') % exc.config_dir,
+            EXIT_FAILURE,
+        )
+    except cfg.Error as exc:
+        return _error(str(exc).replace('\n', ' '), EXIT_FAILURE)
     log.setup(conf, 'ironic-affinity')
     try:
         return int(conf.command.handler(conf, conf.command))
+    except exception.UsageError as exc:
+        return _error(
+            _('%(error)s; see ironic-affinity %(command)s --help')
+            % {'error': exc, 'command': conf.command.name},
+            EXIT_USAGE,
+        )
     except exception.AffinityError as exc:
-        print('ironic-affinity: error: %s' % exc, file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _error(exc, EXIT_FAILURE)
+    except cfg.Error as exc:
+        # An option's value in a configuration file, read only when used.
+        return _error(str(exc).replace('\n', ' '), EXIT_FAILURE)
     except BrokenPipeError:
         # Output piped into "head" and the like: not an error of ours.
         # Point stdout at nothing so the interpreter's final flush is quiet.

@@ -27,9 +27,8 @@ import sys
 from oslo_config import cfg
 from oslo_upgradecheck import upgradecheck
 
-from ironic_affinity import conf as affinity_conf
 from ironic_affinity import report
-from ironic_affinity.cmd import cli
+from ironic_affinity.cmd import live_commands
 from ironic_affinity.integration import live
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import service
@@ -116,9 +115,7 @@ class Checks(upgradecheck.UpgradeCommands):
 
 def main() -> int:
     conf = cfg.ConfigOpts()
-    affinity_conf.register_opts(conf)
-    for group, opt in cli.LIVE_OPTS:
-        conf.register_opt(opt, group=group)
+    live_commands.register_opts(conf)
     status: int = upgradecheck.main(
         conf, project='ironic', upgrade_command=Checks(conf)
     )

@@ -19,10 +19,17 @@ import urllib.parse
 from oslo_config import cfg
 from tooz import coordination
 
+from ironic_affinity import exception
+from ironic_affinity._i18n import _
+
 # Ironic's own default for [DEFAULT]state_path, used when this process
 # (our CLI, say) has not registered that option.
 DEFAULT_STATE_PATH = '/var/lib/ironic'
 FILE_DIRECTORY = 'affinity-membership'
+
+# The client library each tooz driver imports, and the extra of this
+# project that installs it (pyproject.toml).
+LIBRARY_EXTRAS = {'redis': 'redis', 'etcd3gw': 'etcd', 'kazoo': 'zookeeper'}
 
 
 def backend_url(conf: cfg.ConfigOpts) -> str:
@@ -35,6 +42,27 @@ def backend_url(conf: cfg.ConfigOpts) -> str:
     except cfg.NoSuchOptError:
         state_path = DEFAULT_STATE_PATH
     return 'file://' + os.path.join(state_path, FILE_DIRECTORY)
+
+
+def require_file_directory(url: str) -> None:
+    """Refuse a file:// backend whose directory does not exist.
+
+    tooz's file driver creates its directory when a client starts, so a
+    read-only command pointed at the wrong place would leave one behind
+    and report an empty group instead of the mistake.
+
+    :raises: MembershipUnavailable naming the directory.
+    """
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme == 'file' and not os.path.isdir(parts.path):
+        raise exception.MembershipUnavailable(
+            _(
+                '%(url)s: no such directory, so no conductor has joined '
+                'there; check [affinity]backend_url (or [DEFAULT]state_path '
+                'for the default) against the services\' configuration'
+            )
+            % {'url': redact(url)}
+        )
 
 
 def redact(url: str) -> str:
@@ -100,9 +128,26 @@ def coordinator(
     options: dict[str, Any] = (
         {} if 'timeout' in query else {'timeout': str(timeout)}
     )
-    return coordination.get_coordinator(
-        url, member_id.encode('utf-8'), **options
-    )
+    try:
+        return coordination.get_coordinator(
+            url, member_id.encode('utf-8'), **options
+        )
+    except ModuleNotFoundError as exc:
+        extra = LIBRARY_EXTRAS.get(exc.name or '')
+        if extra is None:
+            raise
+        raise exception.BackendLibraryMissing(
+            _(
+                'the %(scheme)s:// backend needs the Python library '
+                '%(library)s, which is not installed here: install '
+                "ironic-affinity[%(extra)s] (or %(library)s) beside Ironic"
+            )
+            % {
+                'scheme': urllib.parse.urlsplit(url).scheme,
+                'library': exc.name,
+                'extra': extra,
+            }
+        ) from exc
 
 
 def decode_member_id(member_id: bytes | str) -> str:

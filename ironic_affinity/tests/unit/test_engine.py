@@ -101,8 +101,8 @@ class RFEPart1TestCase(base.TestCase):
             _scores(placer.evaluate(self.node2)),
         )
         placement = placer.place(self.node2)
-        self.assertEqual(('conductor1', 'conductor2'), placement.candidates)
-        self.assertIn(placement.conductor, placement.candidates)
+        self.assertEqual(('conductor1', 'conductor2'), placement.tied)
+        self.assertIn(placement.conductor, placement.tied)
 
     def test_node2_goes_to_zero_scorer_when_both_die(self):
         placer = _without(_part1_conductors(), 'conductor1', 'conductor2')
@@ -120,7 +120,7 @@ class RFEPart1TestCase(base.TestCase):
         self.assertEqual(['conductor2'], list(excluded))
         self.assertIn('customer1', excluded['conductor2'])
         placement = placer.place(self.node3)
-        self.assertEqual(('conductor1',), placement.candidates)
+        self.assertEqual(('conductor1',), placement.tied)
         self.assertEqual('conductor1', placement.conductor)
 
     def test_node3_when_conductor1_dies(self):
@@ -198,7 +198,7 @@ class EngineTestCase(base.TestCase):
             self.assertIn(part, verdict.excluded)
         placement = placer.place(node)
         self.assertIsNone(placement.conductor)
-        self.assertEqual((), placement.candidates)
+        self.assertEqual((), placement.tied)
         self.assertEqual((), placer.fallback_order(node))
 
     def test_conductor_group_compares_case_insensitively(self):

@@ -333,7 +333,7 @@ class PlacementPropertiesTestCase(base.TestCase):
     @given(conductor_lists(), node_lists())
     def test_node_goes_to_a_top_scorer(self, conductors, nodes):
         """The chosen conductor has the top score by the RFE's rule, the
-        candidates are exactly the conductors sharing it, and the
+        tied conductors are exactly the conductors sharing it, and the
         placement reports that score."""
         for node, placed in zip(
             nodes,
@@ -342,10 +342,8 @@ class PlacementPropertiesTestCase(base.TestCase):
         ):
             top, tied = oracle_top(conductors, node)
             self.assertEqual(top, placed.score, placed)
-            self.assertEqual(tied, set(placed.candidates), placed)
-            self.assertEqual(
-                len(placed.candidates), len(set(placed.candidates))
-            )
+            self.assertEqual(tied, set(placed.tied), placed)
+            self.assertEqual(len(placed.tied), len(set(placed.tied)))
             if tied:
                 self.assertIn(placed.conductor, tied)
             else:
@@ -533,7 +531,7 @@ placer = engine.PlacementEngine(conductors)
 print(
     json.dumps(
         {
-            p.node: [p.conductor, p.score, list(p.candidates)]
+            p.node: [p.conductor, p.score, list(p.tied)]
             for p in placer.place_all(nodes)
         },
         sort_keys=True,

@@ -151,7 +151,19 @@ class ScenarioTestCase(base.TestCase):
 
     def test_not_yaml(self):
         self._refused('nodes: [\n', 'not valid YAML')
-        self._refused('{"nodes": [}', 'not valid YAML', name='x.json')
+        self._refused('{"nodes": [}', 'not valid JSON', name='x.json')
+
+    def test_syntax_errors_say_where_once(self):
+        # PyYAML's own message repeats the place and quotes the line.
+        message = self._refused(
+            'conductors:\n- name: c1\n  soft_affinity_tags: [a\nnodes: []\n',
+            'line 4, column 6: not valid YAML: expected',
+        )
+        self.assertNotIn('unicode string', message)
+        self.assertEqual(1, message.count('line '), message)
+        self._refused(
+            '{"nodes":\n [}', 'line 2, column 3: not valid JSON', name='x.json'
+        )
 
     def test_not_utf8(self):
         self._refused(b'nodes: [\xff]\n', 'UTF-8')

@@ -1,0 +1,129 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The commands that read the running deployment: ``plan --live``,
+``explain NODE``, ``check`` and ``members``.
+
+They read ironic.conf, the coordination backend and, but for
+``members``, Ironic's database; they write nothing.
+"""
+
+from typing import Any
+
+from oslo_config import cfg
+from oslo_log import log
+
+from ironic_affinity import conf as affinity_conf
+from ironic_affinity import exception
+from ironic_affinity import report
+from ironic_affinity._i18n import _
+from ironic_affinity.cmd import output
+from ironic_affinity.integration import live
+from ironic_affinity.membership import backend
+from ironic_affinity.membership import service
+
+LOG = log.getLogger(__name__)
+
+# Exit status of a check that found a problem, as of any failure.
+EXIT_PROBLEM = 1
+
+# What the live commands read of Ironic's own options.
+LIVE_OPTS = [
+    ('database', cfg.StrOpt('connection', secret=True)),
+    ('conductor', cfg.IntOpt('heartbeat_timeout', default=60)),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    """The options these commands read. Registered once parsed: none of
+    them is a command-line option."""
+    affinity_conf.register_opts(conf)
+    # Ironic's own option, read for the default file:// backend location.
+    conf.register_opt(
+        cfg.StrOpt('state_path', default=backend.DEFAULT_STATE_PATH)
+    )
+    for group, opt in LIVE_OPTS:
+        conf.register_opt(opt, group=group)
+
+
+def _prepare(conf: cfg.ConfigOpts) -> None:
+    """Register the options; refuse a file backend that no conductor has
+    created (reading it would create it)."""
+    register_opts(conf)
+    backend.require_file_directory(backend.backend_url(conf))
+
+
+def _deployment(conf: cfg.ConfigOpts, args: Any) -> live.Deployment:
+    """The running deployment, as the ring manager sees it."""
+    _prepare(conf)
+    deployment = live.load(conf, args.timeout)
+    if deployment.not_members:
+        LOG.warning(
+            'Active in Ironic but not in the affinity group, so given no '
+            'node: %s',
+            ', '.join(sorted(deployment.not_members)),
+        )
+    for node, reason in sorted(deployment.bad_tags.items()):
+        LOG.warning(
+            'Node %(node)s placed as untagged: %(reason)s',
+            {'node': node, 'reason': reason},
+        )
+    return deployment
+
+
+def plan(conf: cfg.ConfigOpts, args: Any) -> int:
+    deployment = _deployment(conf, args)
+    names = frozenset(c.name for c in deployment.conductors)
+    output.check_down(names, args.down, 'live')
+    result = report.plan(
+        deployment.conductors, deployment.nodes, set(args.down)
+    )
+    output.emit(result, report.render_plan(result, args.down), args.format)
+    return 0
+
+
+def explain(conf: cfg.ConfigOpts, args: Any, wanted: str) -> int:
+    deployment = _deployment(conf, args)
+    names = frozenset(c.name for c in deployment.conductors)
+    output.check_down(names, args.down, 'live')
+    found = [n for n in deployment.nodes if wanted in (n.name, n.uuid)]
+    if not found:
+        raise exception.AffinityError(_('no node %r') % wanted)
+    result = report.explain(deployment.conductors, found[0], set(args.down))
+    output.emit(result, report.render_explain(result), args.format)
+    return 0
+
+
+def check(conf: cfg.ConfigOpts, args: Any) -> int:
+    deployment = _deployment(conf, args)
+    result = report.check(deployment.conductors, deployment.nodes)
+    result['not_members'] = sorted(deployment.not_members)
+    output.emit(result, report.render_check(result), args.format)
+    return EXIT_PROBLEM if result['orphans'] else 0
+
+
+def members(conf: cfg.ConfigOpts, args: Any) -> int:
+    _prepare(conf)
+    snapshot = service.member_view(conf).refresh_within(args.timeout)
+    url = backend.redact(backend.backend_url(conf))
+    result = report.members(
+        snapshot.members,
+        url,
+        conf.affinity.group_name,
+        rejected=snapshot.rejected,
+        held=snapshot.held,
+        error=snapshot.error,
+        age=snapshot.age(),
+    )
+    output.emit(result, report.render_members(result), args.format)
+    # An unreadable backend shows in the status too, for monitoring.
+    return EXIT_PROBLEM if snapshot.stale else 0
