@@ -40,8 +40,9 @@ from typing import Any
 from ironic_affinity import exception
 from ironic_affinity import tags
 from ironic_affinity._i18n import _
+from ironic_affinity.integration import subrequest
 
-WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+WSGIApp = subrequest.WSGIApp
 # (document, patch) -> patched copy; raises PatchFailed.
 PatchApplier = Callable[[Any, list[Any]], Any]
 
@@ -270,38 +271,8 @@ def read_node(
     update too. No ``fields`` filter: API 1.1 (no version header) has
     none, and every version shows ``extra``.
     """
-    get = dict(environ)
-    for name in ('CONTENT_TYPE', 'CONTENT_LENGTH', 'HTTP_TRANSFER_ENCODING'):
-        get.pop(name, None)
-    get.update(
-        {
-            'REQUEST_METHOD': 'GET',
-            'PATH_INFO': path,
-            'QUERY_STRING': '',
-            'wsgi.input': io.BytesIO(b''),
-        }
-    )
-    status: list[str] = []
-
-    def start_response(
-        line: str, headers: Any, exc_info: Any = None
-    ) -> Callable[[bytes], None]:
-        status.append(line)
-        return lambda data: None
-
-    result = app(get, start_response)
-    try:
-        body = b''.join(result)
-    finally:
-        close = getattr(result, 'close', None)
-        if close is not None:
-            close()
-    if not status or not status[-1].startswith('200'):
-        return None
-    try:
-        node = json.loads(body)
-    except ValueError:
-        return None
+    answer = subrequest.get(app, environ, path)
+    node = answer.json() if answer.ok else None
     return node if isinstance(node, dict) and FIELD in node else None
 
 

@@ -67,18 +67,25 @@ def load(conf: cfg.ConfigOpts, timeout: float) -> Deployment:
         ) from exc
 
 
-def read(conf: cfg.ConfigOpts, snapshot: view.Snapshot) -> Deployment:
+def read(
+    conf: cfg.ConfigOpts,
+    snapshot: view.Snapshot,
+    database: ironic_db.IronicDatabase | None = None,
+) -> Deployment:
     """The deployment as the ring manager would see it now.
 
+    :param database: the process's own; by default one for this read.
     :raises: AffinityError when the database is not configured.
     """
-    if not conf.database.connection:
+    if database is None and not conf.database.connection:
         raise exception.AffinityError(
             '[database]connection is not set: give Ironic\'s configuration '
             'with --config-file'
         )
     key = conf.affinity.node_tags_key
-    database = ironic_db.IronicDatabase(conf.database.connection)
+    own = database is None
+    if database is None:
+        database = ironic_db.IronicDatabase(conf.database.connection)
     try:
         with database.engine.connect() as connection:
             # The same rule as Ironic's own, SQLite and timeout included:
@@ -97,7 +104,8 @@ def read(conf: cfg.ConfigOpts, snapshot: view.Snapshot) -> Deployment:
                 for row in batch
             ]
     finally:
-        database.dispose()
+        if own:
+            database.dispose()
     nodes = []
     bad = {}
     for uuid, name, driver, group, extra in rows:

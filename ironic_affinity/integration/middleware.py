@@ -23,7 +23,10 @@ upgrade check, and refuses bad affinity tags at the door: a node create
 or update that would store an ``extra`` affinity value of the wrong
 type, outside the tag grammar or too long answers 400 before anything
 reaches the database (see ironic_affinity.integration.door, which this
-binds to Ironic's configuration and JSON-patch library).
+binds to Ironic's configuration and JSON-patch library). And it serves
+``GET /v1/nodes/{node_ident}/affinity`` and ``GET /v1/affinity`` (see
+ironic_affinity.integration.affinity_api), to callers Ironic lets read
+the node, or list the conductors.
 """
 
 from collections.abc import Callable
@@ -34,9 +37,12 @@ from ironic.conf import CONF
 from oslo_config import cfg
 from oslo_log import log
 
+from ironic_affinity.integration import affinity_answers
+from ironic_affinity.integration import affinity_api
 from ironic_affinity.integration import door
 from ironic_affinity.integration import json_patch
 from ironic_affinity.integration import loader
+from ironic_affinity.integration import process_services
 from ironic_affinity.membership import service
 
 LOG = log.getLogger(__name__)
@@ -65,6 +71,18 @@ class AffinityMiddleware:
         loader.install()
         self.app = app
         self.door = door.Door(app, tags_key, max_body, json_patch.apply_patch)
+        # The process's services start at the first affinity request, in
+        # the worker: never here, in the parent before the fork.
+        self.api = affinity_api.AffinityAPI(
+            self.door,
+            app,
+            lambda node: affinity_answers.node_affinity(
+                CONF, process_services.started(CONF), node
+            ),
+            lambda: affinity_answers.deployment_affinity(
+                CONF, process_services.started(CONF)
+            ),
+        )
         LOG.info(
             'ironic-affinity middleware loaded: hash-ring manager %(name)s',
             {'name': CONF.affinity.hash_ring_manager},
@@ -81,4 +99,4 @@ class AffinityMiddleware:
             # tooz driver, say) at the fork would leave a lock held for
             # ever in the worker.
             service.announce_api(CONF)
-        return self.door(environ, start_response)
+        return self.api(environ, start_response)
