@@ -19,6 +19,7 @@ for membership; fake hardware, json-rpc, CI-speed Ironic timers. Every
 process is stopped by pid and the database dropped on clean-up.
 """
 
+import base64
 import json
 import os
 import re
@@ -44,7 +45,7 @@ FIRST_RPC_PORT = 8091
 
 _COMMON = """
 [DEFAULT]
-auth_strategy = noauth
+{auth}
 rpc_transport = json-rpc
 enabled_hardware_types = fake-hardware
 enabled_bios_interfaces = fake
@@ -138,13 +139,17 @@ class Deployment(fixtures.Fixture):
         api: str = 'launcher',
         first_rpc_port: int = FIRST_RPC_PORT,
         postgres: str = POSTGRES,
+        credentials: tuple[str, str] | None = None,
     ) -> None:
         """:param api: how the API runs: 'launcher' (ironic-affinity-api);
         'middleware' (Ironic's own ironic-api with [api]middleware =
         affinity, Ironic 35 and later); 'wsgi' (our WSGI application
         in a WSGI server, as uwsgi would serve it); 'plain' (Ironic's
         own ironic-api without the plugin: a misconfiguration the
-        upgrade check must catch)."""
+        upgrade check must catch).
+        :param credentials: (user, password): the API authenticates with
+            Ironic's http_basic strategy, and this harness's requests
+            send them; by default the API runs without authentication."""
         super().__init__()
         if api not in API_MODES:
             raise ValueError('api must be one of %s' % sorted(API_MODES))
@@ -154,6 +159,7 @@ class Deployment(fixtures.Fixture):
         self.postgres = postgres
         self.manager = manager
         self.timers = CI_TIMERS if timers is None else timers
+        self.credentials = credentials
 
     def _setUp(self) -> None:
         self.dir = self.useFixture(fixtures.TempDir()).path
@@ -171,10 +177,17 @@ class Deployment(fixtures.Fixture):
         self.addCleanup(self._drop_database, admin)
         self.api_port = servers.free_port()
         self.conf = os.path.join(self.dir, 'ironic.conf')
+        auth = 'auth_strategy = noauth'
+        if self.credentials is not None:
+            auth = (
+                'auth_strategy = http_basic\nhttp_basic_auth_user_file = %s'
+                % self._write_users(*self.credentials)
+            )
         with open(self.conf, 'w') as handle:
             handle.write(
                 _COMMON.format(
                     state=os.path.join(self.dir, 'state'),
+                    auth=auth,
                     api_port=self.api_port,
                     database=self.database_url,
                     backend=self.redis.url,
@@ -344,15 +357,37 @@ class Deployment(fixtures.Fixture):
 
     # The REST API
 
+    def _write_users(self, user: str, password: str) -> str:
+        """An htpasswd file, bcrypt as Ironic's http_basic requires."""
+        import bcrypt  # installed with Ironic's API
+
+        path = os.path.join(self.dir, 'users')
+        hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt(4))
+        with open(path, 'w') as handle:
+            handle.write('%s:%s\n' % (user, hashed.decode()))
+        return path
+
     def _request(
-        self, method: str, path: str, body: object = None
+        self,
+        method: str,
+        path: str,
+        body: object = None,
+        credentials: tuple[str, str] | None | bool = True,
     ) -> tuple[int, dict]:
+        """:param credentials: True for the deployment's own, None for
+        an anonymous request, or (user, password)."""
         data = None if body is None else json.dumps(body).encode()
+        headers = dict(API_VERSION, **{'Content-Type': 'application/json'})
+        if credentials is True:
+            credentials = self.credentials
+        if isinstance(credentials, tuple):
+            token = base64.b64encode(('%s:%s' % credentials).encode())
+            headers['Authorization'] = 'Basic ' + token.decode()
         request = urllib.request.Request(
             'http://127.0.0.1:%d%s' % (self.api_port, path),
             data=data,
             method=method,
-            headers=dict(API_VERSION, **{'Content-Type': 'application/json'}),
+            headers=headers,
         )
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
