@@ -23,11 +23,40 @@ passed on as Ironic gave it is shown in the unit tests
 (tests/unit/integration/test_affinity_api.py).
 """
 
+import json
+import os
+import subprocess
+
 from ironic_affinity.tests.e2e import base
+from ironic_affinity.tests.e2e import deployment
 
 # Clear of the ports 8091 and up and 8391 and up other cases use.
 FIRST_RPC_PORT = 8491
 CREDENTIALS = ('operator', 'op-secret')
+
+
+def openstack(dep, *args, credentials=CREDENTIALS):
+    """The openstack client, as an operator runs it against this API:
+    the baremetal client's http_basic authentication, no clouds.yaml."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith('OS_')
+    }
+    env.update(
+        OS_AUTH_TYPE='http_basic',
+        OS_ENDPOINT='http://127.0.0.1:%d' % dep.api_port,
+        OS_USERNAME=credentials[0],
+        OS_PASSWORD=credentials[1],
+    )
+    return subprocess.run(
+        [deployment._bin('openstack'), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
 
 
 class AffinityAPITestCase(base.TestCase):
@@ -104,3 +133,55 @@ class AffinityAPITestCase(base.TestCase):
         )
         self.assertEqual([], overview['not_members'])
         self.assertEqual(2, overview['nodes'])
+
+        self.check_openstack_client(dep, c1, c2, uuid)
+
+    def check_openstack_client(self, dep, c1, c2, uuid):
+        result = openstack(
+            dep, 'baremetal', 'node', 'affinity', 'show', 'node1', '-f', 'json'
+        )
+        self.assertEqual(0, result.returncode, result.stderr)
+        shown = json.loads(result.stdout)
+        self.assertEqual(
+            (uuid, c1, [c1], ['datacenter1', 'rack10']),
+            (
+                shown['uuid'],
+                shown['conductor'],
+                shown['fallback'],
+                shown['tags'],
+            ),
+        )
+        verdicts = {v['conductor']: v['verdict'] for v in shown['verdicts']}
+        self.assertEqual({c1: 'chosen', c2: 'excluded'}, verdicts)
+        table = openstack(
+            dep, 'baremetal', 'node', 'affinity', 'show', 'node1'
+        )
+        self.assertIn('%s: chosen, score 1 (rack10 +1)' % c1, table.stdout)
+
+        result = openstack(dep, 'baremetal', 'affinity', 'list', '-f', 'json')
+        self.assertEqual(0, result.returncode, result.stderr)
+        listed = {m['Name']: m for m in json.loads(result.stdout)}
+        self.assertEqual(
+            {c1: 1, c2: 0}, {n: m['Nodes'] for n, m in listed.items()}
+        )
+        self.assertEqual(['datacenter1'], listed[c1]['Hard Affinity Tags'])
+        self.assertEqual('rack10', listed[c1]['Soft Affinity Tags'])
+
+        # An orphan: the rows, and a status monitoring can alert on.
+        result = openstack(dep, 'baremetal', 'affinity', 'check', '-f', 'json')
+        self.assertEqual(1, result.returncode, result.stderr)
+        problems = {r['Node']: r['Problem'] for r in json.loads(result.stdout)}
+        self.assertEqual(
+            {'lost': 'no valid conductor', 'node1': 'one valid conductor'},
+            problems,
+        )
+
+        refused = openstack(
+            dep,
+            'baremetal',
+            'affinity',
+            'list',
+            credentials=('operator', 'wrong'),
+        )
+        self.assertNotEqual(0, refused.returncode)
+        self.assertIn('401', refused.stderr)

@@ -32,6 +32,8 @@ LAYERS = (
     ('membership', ('membership',)),
     ('integration', ('integration',)),
     ('commands', ('cmd',)),
+    # The openstack client plugin: talks to the REST API only.
+    ('client', ('osc',)),
 )
 PURE = ('base', 'model', 'placement')
 # What pure modules never import: servers, databases, Ironic, services.

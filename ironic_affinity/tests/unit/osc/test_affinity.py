@@ -1,0 +1,126 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The openstack client commands over a stand-in baremetal client.
+
+Only what the commands make of the API's answers: the real client
+against the real API is in tests/e2e/test_affinity_api.py.
+"""
+
+import argparse
+import types
+
+from ironic_affinity.osc import affinity
+from ironic_affinity.tests import base
+
+NODE = {
+    'uuid': 'u1',
+    'node': 'node1',
+    'tags': ['rack10'],
+    'conductor': 'c1',
+    'ironic_conductor': 'c1',
+    'fallback': ['c1', 'c2'],
+    'conductors': [
+        {
+            'conductor': 'c1',
+            'verdict': 'chosen',
+            'score': 1,
+            'breakdown': [['rack10', 1]],
+        },
+        {
+            'conductor': 'c2',
+            'verdict': 'eligible',
+            'score': 0,
+            'breakdown': [],
+        },
+        {
+            'conductor': 'c3',
+            'verdict': 'excluded',
+            'reason': 'node lacks hard-affinity tag(s) dc2',
+        },
+    ],
+    'not_members': [],
+    'tags_error': None,
+}
+DEPLOYMENT = {
+    'membership': {'readable': True, 'error': None},
+    'members': [],
+    'not_members': [],
+    'orphans': [],
+    'single_conductor': [{'node': 'n2', 'uuid': 'u2', 'conductor': 'c1'}],
+}
+
+
+class FakeHTTP:
+    def __init__(self, answers):
+        self.answers = answers
+        self.asked = []
+
+    def json_request(self, method, path):
+        self.asked.append((method, path))
+        return None, self.answers[path]
+
+
+def _command(cls, answers):
+    http = FakeHTTP(answers)
+    app = types.SimpleNamespace(
+        client_manager=types.SimpleNamespace(
+            baremetal=types.SimpleNamespace(http_client=http)
+        ),
+        stdout=None,
+    )
+    return cls(app, argparse.Namespace()), http
+
+
+class OpenStackClientTestCase(base.TestCase):
+    def test_show_reads_the_node_resource(self):
+        command, http = _command(
+            affinity.ShowNodeAffinity, {'/v1/nodes/node%201/affinity': NODE}
+        )
+        fields, values = command.take_action(
+            argparse.Namespace(node='node%201')
+        )
+        shown = dict(zip(fields, values, strict=True))
+        self.assertEqual([('GET', '/v1/nodes/node%201/affinity')], http.asked)
+        self.assertEqual(
+            'c1: chosen, score 1 (rack10 +1)\n'
+            'c2: eligible, score 0\n'
+            'c3: node lacks hard-affinity tag(s) dc2',
+            shown['verdicts'].human_readable(),
+        )
+        self.assertEqual(
+            NODE['conductors'], shown['verdicts'].machine_readable()
+        )
+        self.assertEqual(['c1', 'c2'], shown['fallback'].machine_readable())
+
+    def test_check_status_is_for_monitoring(self):
+        command, _http = _command(
+            affinity.CheckAffinity, {'/v1/affinity': DEPLOYMENT}
+        )
+        _columns, rows = command.take_action(argparse.Namespace())
+        self.assertEqual(
+            [('n2', 'u2', 'one valid conductor', 'c1')], list(rows)
+        )
+        self.assertEqual(0, command.orphans)
+        orphaned = dict(
+            DEPLOYMENT,
+            orphans=[{'node': 'n3', 'uuid': 'u3', 'tags': [], 'reasons': {}}],
+        )
+        command, _http = _command(
+            affinity.CheckAffinity, {'/v1/affinity': orphaned}
+        )
+        _columns, rows = command.take_action(argparse.Namespace())
+        self.assertEqual(
+            ('n3', 'u3', 'no valid conductor', 'no live conductor'),
+            list(rows)[0],
+        )
+        self.assertEqual(1, command.orphans)
