@@ -226,6 +226,17 @@ IRONIC_OPTS = [
             'clocks of the hosts that write them.'
         ),
     ),
+    cfg.FloatOpt(
+        'metrics_interval',
+        default=60.0,
+        min=1.0,
+        help=_(
+            'Seconds between two reports of placement metrics, sent through '
+            'Ironic\'s metrics framework when its [metrics] backend is not '
+            '"noop". For each report, every API process also places every '
+            'node, after one read of all nodes from the database.'
+        ),
+    ),
 ]
 
 

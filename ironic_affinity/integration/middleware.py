@@ -99,4 +99,5 @@ class AffinityMiddleware:
             # tooz driver, say) at the fork would leave a lock held for
             # ever in the worker.
             service.announce_api(CONF)
+            process_services.mark_api_process()
         return self.api(environ, start_response)

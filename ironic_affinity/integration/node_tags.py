@@ -164,6 +164,9 @@ class NodeTagCache:
         self.last_rows = 0
         #: Whether the last refresh was a full re-read.
         self.last_full = False
+        #: Called after each successful refresh with its seconds, rows
+        #: and whether it was a full re-read (metrics).
+        self.observer: Callable[[float, int, bool], None] | None = None
 
     def start(self) -> None:
         self.refresh()
@@ -248,13 +251,16 @@ class NodeTagCache:
         self.last_rows = len(rows)
         self.last_full = full
         self._since = stamp
+        seconds = self._clock() - started
         if full:
             self._last_full = started
             LOG.debug(
                 'Read the affinity tags of all %(count)d nodes in '
                 '%(seconds).3f s',
-                {'count': len(rows), 'seconds': self._clock() - started},
+                {'count': len(rows), 'seconds': seconds},
             )
+        if self.observer is not None:
+            self.observer(seconds, len(rows), full)
 
     def _apply(
         self, rows: list[tuple[str, frozenset[str]]], full: bool

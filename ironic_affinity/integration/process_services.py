@@ -29,9 +29,12 @@ from oslo_log import log
 
 from ironic_affinity.integration import active_source
 from ironic_affinity.integration import ironic_db
+from ironic_affinity.integration import live
+from ironic_affinity.integration import metrics
 from ironic_affinity.integration import missing_members
 from ironic_affinity.integration import node_tags
 from ironic_affinity.integration import orphans
+from ironic_affinity.integration import placement_metrics
 from ironic_affinity.integration import placement_state
 from ironic_affinity.membership import service
 from ironic_affinity.membership import view
@@ -53,9 +56,12 @@ def absence_grace(conf: cfg.ConfigOpts) -> float:
 
 
 class ProcessServices:
-    """The view, tag cache, database and states of this process."""
+    """The view, tag cache, database and states of this process, and its
+    metrics reporter when Ironic's metrics backend is not noop."""
 
-    def __init__(self, conf: cfg.ConfigOpts) -> None:
+    def __init__(
+        self, conf: cfg.ConfigOpts, sink: placement_metrics.Sink | None = None
+    ) -> None:
         self.view: view.MemberView = service.member_view(conf)
         # One engine for both readers: the tag cache's thread, and the
         # active conductors read under the states' lock, one at a time.
@@ -84,14 +90,36 @@ class ProcessServices:
             static=self.database.sqlite,
             on_missing=self.missing.observe,
         )
+        self.reporter: placement_metrics.PlacementReporter | None = None
+        if sink is not None:
+            self.reporter = placement_metrics.PlacementReporter(
+                sink,
+                self.states.current,
+                self.view,
+                lambda snapshot: live.read(conf, snapshot, self.database),
+                lambda: float(conf.affinity.metrics_interval),
+                places=lambda: _API_PROCESS,
+            )
+            self.node_tags.observer = self.reporter.observe_tags
 
     def start(self) -> None:
         self.view.start()
         self.node_tags.start()
+        if self.reporter is not None:
+            self.reporter.start()
 
 
 _LOCK = threading.Lock()
 _STARTED: ProcessServices | None = None
+# Whether this process serves Ironic's API: only those report placement
+# metrics, as each report reads every node.
+_API_PROCESS = False
+
+
+def mark_api_process() -> None:
+    """Note that this process serves Ironic's API (cheap; idempotent)."""
+    global _API_PROCESS
+    _API_PROCESS = True
 
 
 def started(conf: cfg.ConfigOpts) -> ProcessServices:
@@ -102,7 +130,7 @@ def started(conf: cfg.ConfigOpts) -> ProcessServices:
         return found
     with _LOCK:
         if _STARTED is None:
-            services = ProcessServices(conf)
+            services = ProcessServices(conf, metrics.sink(conf))
             services.start()
             _STARTED = services
         return _STARTED

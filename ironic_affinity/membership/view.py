@@ -119,6 +119,8 @@ class MemberView:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._outage = outage.Outage(LOG, clock)
+        #: Failed reads of the group since the view started, for metrics.
+        self.read_errors = 0
         # Members of the last good view kept through a backend reset, and
         # until when.
         self._hold: dict[str, profile.ConductorProfile] = {}
@@ -329,6 +331,7 @@ class MemberView:
         return frozenset(held)
 
     def _publish_failure(self, exc: Exception) -> Snapshot:
+        self.read_errors += 1
         previous = self._snapshot
         error = backend.describe(exc, self.url)
         started = self._outage.failed(

@@ -140,6 +140,7 @@ class Deployment(fixtures.Fixture):
         first_rpc_port: int = FIRST_RPC_PORT,
         postgres: str = POSTGRES,
         credentials: tuple[str, str] | None = None,
+        extra_conf: str = '',
     ) -> None:
         """:param api: how the API runs: 'launcher' (ironic-affinity-api);
         'middleware' (Ironic's own ironic-api with [api]middleware =
@@ -149,7 +150,8 @@ class Deployment(fixtures.Fixture):
         upgrade check must catch).
         :param credentials: (user, password): the API authenticates with
             Ironic's http_basic strategy, and this harness's requests
-            send them; by default the API runs without authentication."""
+            send them; by default the API runs without authentication.
+        :param extra_conf: appended to every process's ironic.conf."""
         super().__init__()
         if api not in API_MODES:
             raise ValueError('api must be one of %s' % sorted(API_MODES))
@@ -160,6 +162,7 @@ class Deployment(fixtures.Fixture):
         self.manager = manager
         self.timers = CI_TIMERS if timers is None else timers
         self.credentials = credentials
+        self.extra_conf = extra_conf
 
     def _setUp(self) -> None:
         self.dir = self.useFixture(fixtures.TempDir()).path
@@ -199,6 +202,7 @@ class Deployment(fixtures.Fixture):
                     ),
                     **self.timers,
                 )
+                + self.extra_conf
             )
         subprocess.run(
             [

@@ -40,6 +40,7 @@ class ListOptsTestCase(base.TestCase):
                 'node_tags_key',
                 'node_tags_interval',
                 'node_tags_rescan_interval',
+                'metrics_interval',
             ],
             names[4:],
         )

@@ -1,0 +1,54 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Ironic's metric logger, for the placement metrics
+(:mod:`ironic_affinity.integration.placement_metrics`).
+
+Ironic's ``[metrics]`` options choose the backend (``noop`` by default,
+``statsd``, or ``collector`` for ironic-prometheus-exporter), the
+global prefix and whether the host is prepended; our names go under
+``ironic_affinity`` within them.
+"""
+
+from typing import Any
+
+PREFIX = 'ironic_affinity'
+
+
+def sink(conf: Any) -> Any:
+    """Ironic's metric logger for our names, or None when Ironic's
+    backend is ``noop``: nothing to compute then."""
+    if conf.metrics.backend == 'noop':
+        return None
+    try:
+        from ironic.common import metrics_utils
+    except ImportError:  # Ironic of before the move from ironic-lib
+        from ironic_lib import metrics_utils
+    return Named(metrics_utils.get_metrics_logger(PREFIX, host=conf.host))
+
+
+class Named:
+    """Ironic's logger, with our names composed as Ironic composes its
+    own: its send_* methods send a name as given, and only its
+    decorators prepend the prefix."""
+
+    def __init__(self, logger: Any) -> None:
+        self._logger = logger
+
+    def send_gauge(self, name: str, value: float) -> None:
+        self._logger.send_gauge(self._logger.get_metric_name(name), value)
+
+    def send_counter(self, name: str, value: float) -> None:
+        self._logger.send_counter(self._logger.get_metric_name(name), value)
+
+    def send_timer(self, name: str, value: float) -> None:
+        self._logger.send_timer(self._logger.get_metric_name(name), value)

@@ -1,0 +1,184 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Placement metrics, sent through Ironic's own metrics framework.
+
+Every process that places nodes reports, under the prefix
+``ironic_affinity`` (after Ironic's ``[metrics] global_prefix`` and, with
+``prepend_host``, the host, as Ironic composes its own names):
+
+``membership.members`` (gauge)
+    Live members in this process's view of the group.
+``membership.view_age`` (gauge, seconds)
+    Since the group was last read successfully.
+``membership.read_errors`` (counter)
+    Failed reads of the group since the previous report.
+``node_tags.refresh`` (timer, ms) and ``node_tags.rows`` (gauge)
+    Each read of the node tag cache: how long, and how many rows.
+
+API processes also place every node once per report (one read of
+Ironic's nodes), and report:
+
+``placement.nodes.<conductor>`` (gauge)
+    Nodes placed on each live conductor; the name with every character
+    other than a letter, digit, ``_`` or ``-`` made ``_``
+    (``127.0.0.1:8091`` is ``127_0_0_1_8091``). A conductor that leaves
+    is reported once more, at 0.
+``placement.orphans`` (gauge)
+    Nodes that no live conductor may take.
+``placement.moved`` (counter)
+    Nodes whose conductor changed since the previous report: what a
+    membership or tag change moved.
+
+No Ironic import: the sink is Ironic's metric logger, bound by
+:mod:`ironic_affinity.integration.metrics`.
+"""
+
+from collections.abc import Callable
+import re
+import threading
+from typing import Any
+from typing import Protocol
+
+from oslo_log import log
+
+from ironic_affinity import engine
+from ironic_affinity import outage
+from ironic_affinity.integration import live
+from ironic_affinity.integration import placement_state
+from ironic_affinity.membership import view
+
+LOG = log.getLogger(__name__)
+
+_NOT_IN_NAMES = re.compile(r'[^A-Za-z0-9_-]')
+
+
+class Sink(Protocol):
+    """What is used of Ironic's MetricLogger."""
+
+    def send_gauge(self, name: str, value: float) -> Any: ...
+
+    def send_counter(self, name: str, value: float) -> Any: ...
+
+    def send_timer(self, name: str, value: float) -> Any: ...
+
+
+def metric_part(name: str) -> str:
+    """``name`` as one part of a metric name."""
+    return _NOT_IN_NAMES.sub('_', name)
+
+
+class PlacementReporter:
+    """Sends the metrics above every ``interval`` seconds."""
+
+    def __init__(
+        self,
+        sink: Sink,
+        current: Callable[[], placement_state.PlacementState],
+        member_view: view.MemberView,
+        read_deployment: Callable[[view.Snapshot], live.Deployment],
+        interval: Callable[[], float],
+        places: Callable[[], bool] = lambda: False,
+    ) -> None:
+        """:param current: the process's placement state now.
+        :param read_deployment: every node and live conductor, as the
+            live commands read them.
+        :param places: whether to place every node and report placement
+            too (in API processes).
+        """
+        self.sink = sink
+        self._current = current
+        self._view = member_view
+        self._read_deployment = read_deployment
+        self._interval = interval
+        self._places = places
+        self._errors_sent = 0
+        self._placed: dict[str, str | None] | None = None
+        self._loads: dict[str, int] = {}
+        self._outage = outage.Outage(LOG)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def observe_tags(self, seconds: float, rows: int, full: bool) -> None:
+        """A node tag cache refresh (its observer)."""
+        self.sink.send_timer('node_tags.refresh', seconds * 1000.0)
+        self.sink.send_gauge('node_tags.rows', rows)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._run, name='affinity-metrics', daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval()):
+            try:
+                self.report()
+            except Exception as exc:  # noqa: BLE001 - metrics never stop us
+                self._outage.failed(
+                    'Cannot report placement metrics: %(error)s',
+                    {'error': exc},
+                )
+            else:
+                self._outage.recovered(
+                    'Placement metrics reported again after %(seconds).0f s',
+                    {},
+                )
+
+    def report(self) -> None:
+        """Send one report now."""
+        snapshot = self._current().members
+        self.sink.send_gauge('membership.members', len(snapshot.members))
+        age = snapshot.age()
+        if age is not None:
+            self.sink.send_gauge('membership.view_age', round(age, 3))
+        errors = self._view.read_errors
+        self.sink.send_counter(
+            'membership.read_errors', errors - self._errors_sent
+        )
+        self._errors_sent = errors
+        if self._places():
+            self._report_placement(self._read_deployment(snapshot))
+
+    def _report_placement(self, deployment: live.Deployment) -> None:
+        placer = engine.PlacementEngine(deployment.conductors)
+        placements = placer.place_all(deployment.nodes)
+        loads = {c.name: 0 for c in deployment.conductors}
+        placed: dict[str, str | None] = {}
+        for node, placement in zip(deployment.nodes, placements, strict=True):
+            placed[node.uuid or node.name] = placement.conductor
+            if placement.conductor is not None:
+                loads[placement.conductor] += 1
+        for name in sorted(self._loads.keys() | loads.keys()):
+            self.sink.send_gauge(
+                'placement.nodes.' + metric_part(name), loads.get(name, 0)
+            )
+        self.sink.send_gauge(
+            'placement.orphans', sum(1 for c in placed.values() if c is None)
+        )
+        if self._placed is not None:
+            before = self._placed
+            self.sink.send_counter(
+                'placement.moved',
+                sum(
+                    1
+                    for key, conductor in placed.items()
+                    if key in before and before[key] != conductor
+                ),
+            )
+        self._placed = placed
+        self._loads = loads

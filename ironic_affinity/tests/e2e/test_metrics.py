@@ -1,0 +1,131 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Placement metrics through Ironic's metrics framework, on real Ironic:
+its statsd backend, sending to a UDP listener on loopback."""
+
+import re
+import socket
+import threading
+
+from ironic_affinity.tests.e2e import base
+
+# Clear of the ports other end-to-end cases use.
+FIRST_RPC_PORT = 8691
+
+# One statsd line: name:value|type
+_LINE = re.compile(r'^(?P<name>[^:]+):(?P<value>[-0-9.]+)\|(?P<type>[a-z]+)$')
+
+
+class StatsdListener:
+    """Every statsd line sent to a loopback UDP port."""
+
+    def __init__(self):
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.socket.bind(('127.0.0.1', 0))
+        self.socket.settimeout(0.5)
+        self.port = self.socket.getsockname()[1]
+        self.lines = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                data = self.socket.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.lines.extend(data.decode().splitlines())
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(5)
+        self.socket.close()
+
+    def seen(self, name):
+        """(value, type) of every line sent for ``name``, in order."""
+        found = []
+        for line in list(self.lines):
+            match = _LINE.match(line)
+            if match and match['name'] == name:
+                found.append((float(match['value']), match['type']))
+        return found
+
+
+class MetricsTestCase(base.TestCase):
+    def test_statsd(self):
+        statsd = StatsdListener()
+        self.addCleanup(statsd.stop)
+        # [metrics] on Ironic 32 and later, [metrics_statsd] before: both
+        # are given, an unknown group is ignored.
+        extra = (
+            '\n[metrics]\nbackend = statsd\nstatsd_host = 127.0.0.1\n'
+            f'statsd_port = {statsd.port}\n[metrics_statsd]\n'
+            f'statsd_host = 127.0.0.1\nstatsd_port = {statsd.port}\n'
+            '[affinity]\nmetrics_interval = 1\n'
+        )
+        dep = self.deploy(
+            {
+                1: {'soft_affinity_tags': 'rack10'},
+                2: {'soft_affinity_tags': 'rack20'},
+            },
+            first_rpc_port=FIRST_RPC_PORT,
+            extra_conf=extra,
+        )
+        c1, c2 = self.name(1), self.name(2)
+        part1, part2 = (
+            'ironic_affinity.placement.nodes.' + re.sub(r'[.:]', '_', c)
+            for c in (c1, c2)
+        )
+        for index in range(3):
+            dep.create_node('r10-%d' % index, 'rack10')
+        dep.create_node('r20', 'rack20')
+        self.wait_placed(
+            {'r10-0': {c1}, 'r10-1': {c1}, 'r10-2': {c1}, 'r20': {c2}}
+        )
+
+        def last(name):
+            found = statsd.seen(name)
+            return found[-1] if found else None
+
+        dep.wait(
+            lambda: last(part1) == (3.0, 'g') and last(part2) == (1.0, 'g'),
+            30,
+            'nodes per conductor: %s' % (statsd.lines[-20:],),
+        )
+        self.assertEqual((0.0, 'g'), last('ironic_affinity.placement.orphans'))
+        members = statsd.seen('ironic_affinity.membership.members')
+        self.assertIn((2.0, 'g'), members)
+        age, kind = last('ironic_affinity.membership.view_age')
+        self.assertEqual('g', kind)
+        self.assertGreaterEqual(age, 0.0)
+        self.assertEqual('ms', last('ironic_affinity.node_tags.refresh')[1])
+        self.assertIn(
+            (4.0, 'g'), statsd.seen('ironic_affinity.node_tags.rows')
+        )
+        self.assertEqual(
+            'c', last('ironic_affinity.membership.read_errors')[1]
+        )
+
+        # conductor2 dies: its node moves to conductor1, and it is
+        # reported once more, at 0.
+        dep.crash(2)
+        dep.wait(
+            lambda: last(part1) == (4.0, 'g') and last(part2) == (0.0, 'g'),
+            60,
+            'the move in the metrics',
+        )
+        moved = [v for v, _t in statsd.seen('ironic_affinity.placement.moved')]
+        self.assertEqual(1.0, sum(moved), moved)

@@ -1,0 +1,141 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The placement metrics reporter over a fake sink and deployment."""
+
+import types
+
+from ironic_affinity import profile
+from ironic_affinity.integration import placement_metrics
+from ironic_affinity.integration import placement_state
+from ironic_affinity.tests import base
+from ironic_affinity.tests.unit.integration import fakes
+
+
+class Sink:
+    def __init__(self):
+        self.sent = []
+
+    def send_gauge(self, name, value):
+        self.sent.append((name, value, 'g'))
+
+    def send_counter(self, name, value):
+        self.sent.append((name, value, 'c'))
+
+    def send_timer(self, name, value):
+        self.sent.append((name, value, 'ms'))
+
+    def take(self):
+        sent, self.sent = self.sent, []
+        return sent
+
+
+def _node(name, tags):
+    return profile.NodeRequest.build(name, tags, uuid='uuid-' + name)
+
+
+class ReporterTestCase(base.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.sink = Sink()
+        self.members = fakes.Members()
+        self.members.set(['c1', 'c2'])
+        self.view = types.SimpleNamespace(read_errors=0)
+        states = placement_state.PlacementStates(
+            self.members,
+            fakes.ActiveConductors({':ipmi': {'c1', 'c2'}}),
+            lambda: 60.0,
+        )
+        self.conductors = [
+            profile.ConductorProfile(
+                'c1', hard_affinity_tags=frozenset({'dc1'})
+            ),
+            profile.ConductorProfile(
+                'c2',
+                hard_affinity_tags=frozenset({'dc1'}),
+                soft_affinity_tags={'rack20': 1},
+            ),
+        ]
+        self.nodes = [
+            _node('a', 'dc1'),
+            _node('b', 'dc1, rack20'),
+            _node('lost', 'dc9'),
+        ]
+        self.places = False
+        self.reporter = placement_metrics.PlacementReporter(
+            self.sink,
+            states.current,
+            self.view,
+            lambda snapshot: types.SimpleNamespace(
+                conductors=tuple(self.conductors), nodes=tuple(self.nodes)
+            ),
+            lambda: 60.0,
+            places=lambda: self.places,
+        )
+
+    def test_every_process_reports_its_view(self):
+        self.view.read_errors = 3
+        self.reporter.report()
+        sent = {name: (value, kind) for name, value, kind in self.sink.take()}
+        self.assertEqual((2, 'g'), sent['membership.members'])
+        self.assertEqual((3, 'c'), sent['membership.read_errors'])
+        self.assertNotIn('placement.orphans', sent)
+        # A counter reports what happened since the previous report.
+        self.view.read_errors = 5
+        self.reporter.report()
+        sent = {name: (value, kind) for name, value, kind in self.sink.take()}
+        self.assertEqual((2, 'c'), sent['membership.read_errors'])
+
+    def test_tag_refreshes(self):
+        self.reporter.observe_tags(0.25, 1000, True)
+        self.assertEqual(
+            [
+                ('node_tags.refresh', 250.0, 'ms'),
+                ('node_tags.rows', 1000, 'g'),
+            ],
+            self.sink.take(),
+        )
+
+    def test_api_processes_report_placement_and_moves(self):
+        self.places = True
+        self.reporter.report()
+        sent = {name: value for name, value, _kind in self.sink.take()}
+        placed = {
+            name: sent['placement.nodes.' + name] for name in ('c1', 'c2')
+        }
+        self.assertEqual(2, sum(placed.values()))
+        self.assertEqual(1, sent['placement.orphans'])
+        # The first report has nothing to compare with.
+        self.assertNotIn('placement.moved', sent)
+
+        # c2 leaves: its nodes move to c1, and c2 is reported at 0 once.
+        self.conductors = self.conductors[:1]
+        self.reporter.report()
+        sent = {name: value for name, value, _kind in self.sink.take()}
+        self.assertEqual(
+            (2, 0, placed['c2']),
+            (
+                sent['placement.nodes.c1'],
+                sent['placement.nodes.c2'],
+                sent['placement.moved'],
+            ),
+        )
+        self.reporter.report()
+        sent = {name: value for name, value, _kind in self.sink.take()}
+        self.assertNotIn('placement.nodes.c2', sent)
+        self.assertEqual(0, sent['placement.moved'])
+
+    def test_metric_part(self):
+        self.assertEqual(
+            '127_0_0_1_8091', placement_metrics.metric_part('127.0.0.1:8091')
+        )
+        self.assertEqual('rack-b_1', placement_metrics.metric_part('rack-b_1'))
