@@ -12,6 +12,12 @@
 
 """Sphinx configuration of the ironic-affinity documentation."""
 
+import os
+import sys
+
+# Our own extensions (placement-graph), beside this file.
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '_ext'))
+
 project = 'ironic-affinity'
 copyright = 'the ironic-affinity developers'
 
@@ -21,7 +27,12 @@ extensions = [
     # Runs oslo-config-generator at build time: the sample is never
     # written by hand. The path is relative to this directory.
     'oslo_config.sphinxconfiggen',
+    # ``.. placement-graph::`` draws a node's placement, computed by the
+    # engine at build time (graphviz's dot must be installed).
+    'placement_graph',
 ]
+graphviz_output_format = 'svg'
+
 config_generator_config_file = (
     '../../tools/config/ironic-affinity-config-generator.conf'
 )
