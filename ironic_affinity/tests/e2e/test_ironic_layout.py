@@ -18,6 +18,7 @@ eventlet on import, which must not happen inside the test runner.
 
 import importlib.metadata
 import json
+import os
 import subprocess
 import sys
 
@@ -59,3 +60,31 @@ class IronicLayoutTestCase(base.TestCase):
                 self._entry_point(script), found['module'] + ':main'
             )
             self.assertTrue(found['main'])
+
+
+class OfflineCommandBesideIronicTestCase(base.TestCase):
+    """Where Ironic is installed, tooz would bring in eventlet and its
+    deprecation warning: the offline commands must not load it."""
+
+    def test_plan_prints_no_warning(self):
+        command = os.path.join(
+            os.path.dirname(sys.executable), 'ironic-affinity'
+        )
+        example = os.path.join(
+            os.path.dirname(__file__),
+            '..',
+            '..',
+            '..',
+            'examples',
+            'rfe-part1.yaml',
+        )
+        result = subprocess.run(
+            [command, 'plan', example],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertEqual('', result.stderr)
+        self.assertIn('TIED AT TOP', result.stdout)
