@@ -85,6 +85,9 @@ class ProcessServices:
                     conf.conductor.heartbeat_timeout
                 ),
                 LOG,
+                # Within a heartbeat timeout of the database's return,
+                # every live conductor has beaten again.
+                recovery_grace=lambda: float(conf.conductor.heartbeat_timeout),
             ),
             lambda: float(conf.hash_ring_reset_interval),
             static=self.database.sqlite,

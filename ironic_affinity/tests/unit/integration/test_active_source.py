@@ -51,3 +51,30 @@ class ActiveConductorSourceTestCase(base.TestCase):
         )
         self.assertIn('database away', seen.output[0])
         self.assertIn('2 last seen', seen.output[0])
+
+    def test_after_an_outage_the_conductors_of_before_stay_a_grace(self):
+        clock = fakes.booted_clock()
+        source = active_source.ActiveConductorSource(
+            self.reader, self.log, clock, recovery_grace=lambda: 5.0
+        )
+        source()
+        self.reader.error = RuntimeError('database away')
+        source()
+        clock.advance(15)
+        # Back: c1 has beaten again, c2 not yet (its heartbeat is as old
+        # as the outage). It stays for the grace, not longer.
+        self.reader.error = None
+        self.reader.active = {':x': {'c1'}, ':y': {'c3'}}
+        self.assertEqual(
+            {':x': frozenset({'c1', 'c2'}), ':y': frozenset({'c3'})},
+            source(),
+        )
+        clock.advance(4.9)
+        self.assertEqual(frozenset({'c1', 'c2'}), source()[':x'])
+        clock.advance(0.2)
+        self.assertEqual(
+            {':x': frozenset({'c1'}), ':y': frozenset({'c3'})}, source()
+        )
+        # No outage, no grace: a conductor Ironic stops listing goes.
+        self.reader.active = {':x': set()}
+        self.assertEqual(frozenset(), source()[':x'])
