@@ -26,9 +26,22 @@ recovery grace (the ring manager gives Ironic's heartbeat timeout) the
 conductors of before the outage are kept beside those read, and a node
 of theirs is not refused in that moment; one that died meanwhile has
 left the membership group, which still takes it out.
+
+Which reads count as "after an outage" is not this source's own
+failures alone: a process may make no lookup while the database is
+away (a conductor's periodic work fails earlier, on Ironic's own
+queries), and then its first read after the return is its first sight
+of the outage. So the source also asks when any reader sharing its
+database engine last failed (the node tag cache reads every few
+seconds, whatever the lookups): a read that succeeds after such a
+failure, while the read before it predates the failure, is the first
+read after an outage. An outage shorter than the tag cache's interval
+may pass unseen; it cannot age a heartbeat past Ironic's timeout
+unless the conductor was already late.
 """
 
 from collections.abc import Callable
+import math
 import time
 from typing import Any
 
@@ -45,14 +58,22 @@ class ActiveConductorSource:
         log: Any,
         clock: Callable[[], float] = time.monotonic,
         recovery_grace: Callable[[], float] = lambda: 0.0,
+        database_failed_at: Callable[[], float | None] = lambda: None,
     ) -> None:
         """:param recovery_grace: seconds after an outage during which the
-        conductors of before it are kept (read at each recovery)."""
+            conductors of before it are kept (read at each recovery).
+        :param database_failed_at: ``clock()`` of the last failure of any
+            reader of the same database, or None.
+        """
         self._read = read
         self._log = log
         self._clock = clock
         self._recovery_grace = recovery_grace
+        self._database_failed_at = database_failed_at
         self._last: dict[str, frozenset[str]] | None = None
+        # clock() of the last successful read and of our last failed one.
+        self._last_at = 0.0
+        self._failed_at: float | None = None
         # The conductors of before the outage, and until when they stay.
         self._kept: dict[str, frozenset[str]] = {}
         self._kept_until = 0.0
@@ -64,6 +85,7 @@ class ActiveConductorSource:
         except Exception as exc:
             if self._last is None:
                 raise
+            self._failed_at = self._clock()
             self.outage.failed(
                 'Cannot read the active conductors from the database '
                 '(%(error)s); placing over the %(count)d last seen until '
@@ -74,16 +96,27 @@ class ActiveConductorSource:
                 },
             )
             return self._last
+        now = self._clock()
         fresh = {key: frozenset(hosts) for key, hosts in found.items()}
-        if self.outage.recovered(
+        self.outage.recovered(
             'Active conductors readable again after %(seconds).1f s', {}
-        ):
-            self._kept = self._last or {}
-            self._kept_until = self._clock() + self._recovery_grace()
-        if self._kept and self._clock() < self._kept_until:
+        )
+        if self._last is not None and self._last_at <= self._failed_since():
+            # The first read since the database failed: what we read
+            # before it is what the heartbeats will say again shortly.
+            self._kept = self._last
+            self._kept_until = now + self._recovery_grace()
+        if self._kept and now < self._kept_until:
             for key, hosts in self._kept.items():
                 fresh[key] = fresh.get(key, frozenset()) | hosts
         else:
             self._kept = {}
         self._last = fresh
+        self._last_at = now
         return self._last
+
+    def _failed_since(self) -> float:
+        """clock() of the latest failure seen by us or a sibling reader;
+        minus infinity if none."""
+        times = [self._failed_at, self._database_failed_at()]
+        return max((t for t in times if t is not None), default=-math.inf)

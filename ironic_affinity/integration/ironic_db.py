@@ -27,6 +27,7 @@ Ironic stops heartbeats altogether, so it cannot use them there.
 from collections.abc import Iterator
 from collections.abc import Sequence
 import datetime
+import time
 from typing import Any
 
 import sqlalchemy as sa
@@ -176,6 +177,17 @@ class IronicDatabase:
         self.engine: sa.Engine = sa.create_engine(
             url, pool_pre_ping=True, **pool
         )
+        #: time.monotonic() of the last statement or connection through
+        #: this engine that failed, whichever reader made it; None if
+        #: none has. A reader that was idle through a database outage
+        #: learns of it here (see active_source).
+        self.failed_at: float | None = None
+        # SQLAlchemy calls this for a failed connection attempt too, not
+        # only for a failed statement: an outage is seen by either.
+        sa.event.listen(self.engine, 'handle_error', self._note_failure)
+
+    def _note_failure(self, context: Any) -> None:
+        self.failed_at = time.monotonic()
 
     def active_conductors(
         self, heartbeat_timeout: int, use_groups: bool = True

@@ -88,6 +88,9 @@ class ProcessServices:
                 # Within a heartbeat timeout of the database's return,
                 # every live conductor has beaten again.
                 recovery_grace=lambda: float(conf.conductor.heartbeat_timeout),
+                # The tag cache's failures tell of an outage that no
+                # lookup of this process saw.
+                database_failed_at=lambda: self.database.failed_at,
             ),
             lambda: float(conf.hash_ring_reset_interval),
             static=self.database.sqlite,

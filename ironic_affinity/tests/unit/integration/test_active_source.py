@@ -78,3 +78,42 @@ class ActiveConductorSourceTestCase(base.TestCase):
         # No outage, no grace: a conductor Ironic stops listing goes.
         self.reader.active = {':x': set()}
         self.assertEqual(frozenset(), source()[':x'])
+
+    def test_an_outage_seen_only_by_a_sibling_reader_gives_the_grace(self):
+        # A conductor that made no lookup while the database was away:
+        # only its tag cache, on the same engine, saw the outage. Its
+        # first read after the return finds only itself beaten again.
+        clock = fakes.booted_clock()
+        failed_at = []
+        source = active_source.ActiveConductorSource(
+            self.reader,
+            self.log,
+            clock,
+            recovery_grace=lambda: 5.0,
+            database_failed_at=lambda: failed_at[-1] if failed_at else None,
+        )
+        source()
+        clock.advance(3)
+        failed_at.append(clock())
+        clock.advance(12)
+        self.reader.active = {':x': {'c2'}}
+        self.assertEqual({':x': frozenset({'c1', 'c2'})}, source())
+        clock.advance(5.1)
+        self.assertEqual({':x': frozenset({'c2'})}, source())
+        # That failure is behind the last read now: no second grace.
+        self.reader.active = {':x': set()}
+        self.assertEqual({':x': frozenset()}, source())
+
+    def test_a_sibling_failure_before_our_read_gives_no_grace(self):
+        clock = fakes.booted_clock()
+        source = active_source.ActiveConductorSource(
+            self.reader,
+            self.log,
+            clock,
+            recovery_grace=lambda: 5.0,
+            database_failed_at=lambda: 1.0,
+        )
+        clock.advance(1)
+        source()
+        self.reader.active = {':x': {'c2'}}
+        self.assertEqual({':x': frozenset({'c2'})}, source())

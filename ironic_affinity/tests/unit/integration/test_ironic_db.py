@@ -21,6 +21,7 @@ and server-side cursors are the server's own.
 
 import datetime
 import os
+import time
 import uuid
 
 import fixtures
@@ -312,3 +313,30 @@ class IsSQLiteTestCase(base.TestCase):
         self.addCleanup(database.dispose)
         ironic_db.METADATA.create_all(database.engine)
         self.assertEqual({}, database.active_conductors(TIMEOUT))
+
+
+class FailedAtTestCase(base.TestCase):
+    """``failed_at``: when any reader of the engine last failed."""
+
+    def failing(self, url):
+        database = ironic_db.IronicDatabase(url)
+        self.addCleanup(database.dispose)
+        self.assertIsNone(database.failed_at)
+        before = time.monotonic()
+        self.assertRaises(
+            sa.exc.OperationalError, database.active_conductors, TIMEOUT
+        )
+        self.assertIsNotNone(database.failed_at)
+        self.assertTrue(before <= database.failed_at <= time.monotonic())
+        return database
+
+    def test_a_connection_that_fails(self):
+        # No server there: the pool's connect fails, not a statement.
+        self.failing('postgresql+psycopg2://postgres@127.0.0.1:1/ironic')
+
+    def test_a_statement_that_fails(self):
+        database = self.failing('sqlite://')  # no tables: the select fails
+        first = database.failed_at
+        ironic_db.METADATA.create_all(database.engine)
+        self.assertEqual({}, database.active_conductors(TIMEOUT))
+        self.assertEqual(first, database.failed_at)
