@@ -17,6 +17,7 @@ dict into the table people read, so both formats always say the same.
 """
 
 from collections.abc import Collection
+from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
@@ -24,6 +25,18 @@ from typing import Any
 from ironic_affinity import engine
 from ironic_affinity import profile
 from ironic_affinity import tags
+
+
+def loads(
+    conductors: Iterable[profile.ConductorProfile],
+    placements: Iterable[engine.Placement],
+) -> dict[str, int]:
+    """Nodes placed on each conductor, zero for those given none."""
+    counts = {c.name: 0 for c in conductors}
+    for placement in placements:
+        if placement.conductor is not None:
+            counts[placement.conductor] += 1
+    return counts
 
 
 def plan(
@@ -38,10 +51,6 @@ def plan(
     """
     live = engine.PlacementEngine(c for c in conductors if c.name not in down)
     placements = live.place_all(nodes)
-    loads = {c.name: 0 for c in live.conductors}
-    for placement in placements:
-        if placement.conductor is not None:
-            loads[placement.conductor] += 1
     result: dict[str, Any] = {
         'placements': [
             {
@@ -52,7 +61,7 @@ def plan(
             }
             for p in placements
         ],
-        'loads': loads,
+        'loads': loads(live.conductors, placements),
         'unplaced': [p.node for p in placements if p.conductor is None],
     }
     if down:

@@ -74,20 +74,6 @@ def route(path: str) -> Route | None:
     return None
 
 
-def _json(
-    status: str, document: Any, start_response: Callable[..., Any]
-) -> list[bytes]:
-    body = json.dumps(document, sort_keys=True).encode()
-    start_response(
-        status,
-        [
-            ('Content-Type', 'application/json'),
-            ('Content-Length', str(len(body))),
-        ],
-    )
-    return [body]
-
-
 class AffinityAPI:
     """WSGI middleware serving the two affinity resources."""
 
@@ -117,16 +103,12 @@ class AffinityAPI:
         if found is None:
             return self.app(environ, start_response)
         if environ.get('REQUEST_METHOD') != 'GET':
-            body = door.error_body(_('The affinity resources are read-only'))
-            start_response(
+            return door.refuse(
                 '405 Method Not Allowed',
-                [
-                    ('Allow', 'GET'),
-                    ('Content-Type', 'application/json'),
-                    ('Content-Length', str(len(body))),
-                ],
+                _('The affinity resources are read-only'),
+                start_response,
+                headers=[('Allow', 'GET')],
             )
-            return [body]
         path = (
             '/v1/nodes/%s' % urllib.parse.quote(found.ident, safe='')
             if found.ident
@@ -148,23 +130,11 @@ class AffinityAPI:
         except exception.AffinityError as exc:
             # Membership or the database cannot be read now: the
             # placement layer is what is unavailable, not the request.
-            body = json.dumps(
-                {
-                    'error_message': json.dumps(
-                        {
-                            'faultcode': 'Server',
-                            'faultstring': str(exc),
-                            'debuginfo': None,
-                        }
-                    )
-                }
-            ).encode()
-            start_response(
+            return door.refuse(
                 '503 Service Unavailable',
-                [
-                    ('Content-Type', 'application/json'),
-                    ('Content-Length', str(len(body))),
-                ],
+                str(exc),
+                start_response,
+                faultcode='Server',
             )
-            return [body]
-        return _json('200 OK', answer, start_response)
+        body = json.dumps(answer, sort_keys=True).encode()
+        return door.respond_json('200 OK', body, start_response)

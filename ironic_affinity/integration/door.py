@@ -31,6 +31,7 @@ configuration and to the JSON-patch library Ironic itself applies.
 
 from collections.abc import Callable
 from collections.abc import Iterable
+from collections.abc import Sequence
 import dataclasses
 import io
 import json
@@ -238,26 +239,47 @@ def check_update(before: Any, after: Any, key: str, node: str) -> str | None:
     return check_extra(after, key, _label(node))
 
 
-def error_body(reason: str) -> bytes:
-    """An error in the shape of Ironic's own."""
+def error_body(reason: str, faultcode: str = 'Client') -> bytes:
+    """An error in the shape of Ironic's own.
+
+    :param faultcode: 'Client' for the caller's mistake, 'Server' when
+        the fault is on our side (as Ironic's own 5xx answers say).
+    """
     fault = json.dumps(
-        {'faultcode': 'Client', 'faultstring': reason, 'debuginfo': None}
+        {'faultcode': faultcode, 'faultstring': reason, 'debuginfo': None}
     )
     return json.dumps({'error_message': fault}).encode()
 
 
-def refuse(
-    status: str, reason: str, start_response: Callable[..., Any]
-) -> Iterable[bytes]:
-    body = error_body(reason)
+def respond_json(
+    status: str,
+    body: bytes,
+    start_response: Callable[..., Any],
+    headers: Sequence[tuple[str, str]] = (),
+) -> list[bytes]:
+    """Start a JSON response of ``body`` (already encoded)."""
     start_response(
         status,
         [
+            *headers,
             ('Content-Type', 'application/json'),
             ('Content-Length', str(len(body))),
         ],
     )
     return [body]
+
+
+def refuse(
+    status: str,
+    reason: str,
+    start_response: Callable[..., Any],
+    faultcode: str = 'Client',
+    headers: Sequence[tuple[str, str]] = (),
+) -> list[bytes]:
+    """Answer ``status`` with ``reason`` in Ironic's error format."""
+    return respond_json(
+        status, error_body(reason, faultcode), start_response, headers
+    )
 
 
 def read_node(

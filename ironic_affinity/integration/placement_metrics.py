@@ -53,6 +53,7 @@ from oslo_log import log
 
 from ironic_affinity import engine
 from ironic_affinity import outage
+from ironic_affinity import report
 from ironic_affinity.integration import live
 from ironic_affinity.integration import placement_state
 from ironic_affinity.membership import view
@@ -157,12 +158,14 @@ class PlacementReporter:
     def _report_placement(self, deployment: live.Deployment) -> None:
         placer = engine.PlacementEngine(deployment.conductors)
         placements = placer.place_all(deployment.nodes)
-        loads = {c.name: 0 for c in deployment.conductors}
-        placed: dict[str, str | None] = {}
-        for node, placement in zip(deployment.nodes, placements, strict=True):
-            placed[node.uuid or node.name] = placement.conductor
-            if placement.conductor is not None:
-                loads[placement.conductor] += 1
+        loads = report.loads(deployment.conductors, placements)
+        # By uuid, which a rename does not change, for the moves.
+        placed = {
+            node.uuid or node.name: placement.conductor
+            for node, placement in zip(
+                deployment.nodes, placements, strict=True
+            )
+        }
         for name in sorted(self._loads.keys() | loads.keys()):
             self.sink.send_gauge(
                 'placement.nodes.' + metric_part(name), loads.get(name, 0)
