@@ -16,12 +16,17 @@
 Ironic's ``[metrics]`` options choose the backend (``noop`` by default,
 ``statsd``, or ``collector`` for ironic-prometheus-exporter), the
 global prefix and whether the host is prepended; our names go under
-``ironic_affinity`` within them.
+``ironic_affinity`` within them (``COLLECTOR_PREFIX`` for the collector).
 """
 
 from typing import Any
 
 PREFIX = 'ironic_affinity'
+# With the collector, names under Ironic's conductor namespace: that is
+# what ironic-prometheus-exporter exports (it skips the rest, and before
+# its 4.8 an unknown name failed the whole notification), and it turns
+# each into ``ironic_affinity_<name>``, dots made underscores.
+COLLECTOR_PREFIX = 'ironic.conductor.manager.affinity'
 
 
 def sink(conf: Any) -> Any:
@@ -33,7 +38,13 @@ def sink(conf: Any) -> Any:
         from ironic.common import metrics_utils
     except ImportError:  # Ironic of before the move from ironic-lib
         from ironic_lib import metrics_utils
-    return Named(metrics_utils.get_metrics_logger(PREFIX, host=conf.host))
+    collector = conf.metrics.backend == 'collector'
+    return Named(
+        metrics_utils.get_metrics_logger(
+            COLLECTOR_PREFIX if collector else PREFIX, host=conf.host
+        ),
+        counts_calls=collector,
+    )
 
 
 class Named:
@@ -41,14 +52,25 @@ class Named:
     own: its send_* methods send a name as given, and only its
     decorators prepend the prefix."""
 
-    def __init__(self, logger: Any) -> None:
+    def __init__(self, logger: Any, counts_calls: bool = False) -> None:
+        """:param counts_calls: the backend adds one to a counter per
+        call whatever the value sent, as Ironic's collector does."""
         self._logger = logger
+        self._counts_calls = counts_calls
 
     def send_gauge(self, name: str, value: float) -> None:
         self._logger.send_gauge(self._logger.get_metric_name(name), value)
 
     def send_counter(self, name: str, value: float) -> None:
-        self._logger.send_counter(self._logger.get_metric_name(name), value)
+        name = self._logger.get_metric_name(name)
+        if not self._counts_calls:
+            self._logger.send_counter(name, value)
+            return
+        # The collector's count is a number of calls: one per unit, so
+        # that it sums what was counted (our counters are small deltas:
+        # errors and moves since the previous report).
+        for _unit in range(int(value)):
+            self._logger.send_counter(name, 1)
 
     def send_timer(self, name: str, value: float) -> None:
         self._logger.send_timer(self._logger.get_metric_name(name), value)

@@ -104,7 +104,12 @@ class ProcessServices:
                 self.view,
                 lambda snapshot: live.read(conf, snapshot, self.database),
                 lambda: float(conf.affinity.metrics_interval),
-                places=lambda: _API_PROCESS,
+                # The collector's figures leave a process only with a
+                # conductor's sensor data: there, conductors report the
+                # placement, as nothing an API process collects is sent.
+                places=lambda: (
+                    _API_PROCESS or conf.metrics.backend == 'collector'
+                ),
             )
             self.node_tags.observer = self.reporter.observe_tags
 

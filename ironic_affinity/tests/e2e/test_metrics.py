@@ -10,12 +10,20 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Placement metrics through Ironic's metrics framework, on real Ironic:
-its statsd backend, sending to a UDP listener on loopback."""
+"""Placement metrics through Ironic's metrics framework, on real Ironic
+with authentication on (http_basic), as a production API runs: its
+statsd backend, sending to a UDP listener on loopback; and its collector
+backend, whose figures conductors send as notifications, here to the
+real ironic-prometheus-exporter driver, read from the files it writes
+for Prometheus."""
 
+import os
 import re
 import socket
 import threading
+
+import fixtures
+from prometheus_client import parser
 
 from ironic_affinity.tests.e2e import base
 
@@ -64,7 +72,46 @@ class StatsdListener:
         return found
 
 
+def exported(location):
+    """{hostname: {metric: value}} of our metrics in the files that
+    ironic-prometheus-exporter wrote (one per conductor)."""
+    found = {}
+    for name in os.listdir(location):
+        with open(os.path.join(location, name)) as handle:
+            text = handle.read()
+        for family in parser.text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name.startswith('ironic_affinity_'):
+                    host = sample.labels.get('hostname')
+                    found.setdefault(host, {})[sample.name] = sample.value
+    return found
+
+
 class MetricsTestCase(base.TestCase):
+    def deploy_racks(self, extra, first_rpc_port):
+        """Two conductors with authentication on, three nodes of rack10
+        placed on the first and one of rack20 on the second."""
+        dep = self.deploy(
+            {
+                1: {'soft_affinity_tags': 'rack10'},
+                2: {'soft_affinity_tags': 'rack20'},
+            },
+            first_rpc_port=first_rpc_port,
+            credentials=('operator', 'metrics-secret'),
+            extra_conf=extra,
+        )
+        # Authentication is on: an anonymous caller is refused.
+        status, _body = dep._request('GET', '/v1/nodes', credentials=None)
+        self.assertEqual(401, status)
+        c1, c2 = self.name(1), self.name(2)
+        for index in range(3):
+            dep.create_node('r10-%d' % index, 'rack10')
+        dep.create_node('r20', 'rack20')
+        self.wait_placed(
+            {'r10-0': {c1}, 'r10-1': {c1}, 'r10-2': {c1}, 'r20': {c2}}
+        )
+        return dep, c1, c2
+
     def test_statsd(self):
         statsd = StatsdListener()
         self.addCleanup(statsd.stop)
@@ -76,24 +123,10 @@ class MetricsTestCase(base.TestCase):
             f'statsd_host = 127.0.0.1\nstatsd_port = {statsd.port}\n'
             '[affinity]\nmetrics_interval = 1\n'
         )
-        dep = self.deploy(
-            {
-                1: {'soft_affinity_tags': 'rack10'},
-                2: {'soft_affinity_tags': 'rack20'},
-            },
-            first_rpc_port=FIRST_RPC_PORT,
-            extra_conf=extra,
-        )
-        c1, c2 = self.name(1), self.name(2)
+        dep, c1, c2 = self.deploy_racks(extra, FIRST_RPC_PORT)
         part1, part2 = (
             'ironic_affinity.placement.nodes.' + re.sub(r'[.:]', '_', c)
             for c in (c1, c2)
-        )
-        for index in range(3):
-            dep.create_node('r10-%d' % index, 'rack10')
-        dep.create_node('r20', 'rack20')
-        self.wait_placed(
-            {'r10-0': {c1}, 'r10-1': {c1}, 'r10-2': {c1}, 'r20': {c2}}
         )
 
         def last(name):
@@ -129,3 +162,58 @@ class MetricsTestCase(base.TestCase):
         )
         moved = [v for v, _t in statsd.seen('ironic_affinity.placement.moved')]
         self.assertEqual(1.0, sum(moved), moved)
+
+    def test_collector_through_ironic_prometheus_exporter(self):
+        location = self.useFixture(fixtures.TempDir()).path
+        extra = (
+            '\n[metrics]\nbackend = collector\n'
+            '[sensor_data]\nsend_sensor_data = true\ninterval = 1\n'
+            'enable_for_conductor = true\nenable_for_nodes = false\n'
+            '[oslo_messaging_notifications]\n'
+            'driver = prometheus_exporter\ntransport_url = fake://\n'
+            f'location = {location}\n'
+            '[affinity]\nmetrics_interval = 1\n'
+        )
+        dep, c1, c2 = self.deploy_racks(extra, FIRST_RPC_PORT + 10)
+        nodes1, nodes2 = (
+            'ironic_affinity_placement_nodes_' + re.sub(r'[.:]', '_', c)
+            for c in (c1, c2)
+        )
+
+        def showing(wanted):
+            """The exported metrics of a conductor showing those loads."""
+            for metrics in exported(location).values():
+                if (metrics.get(nodes1), metrics.get(nodes2)) == wanted:
+                    return metrics
+            return None
+
+        # With the collector, the conductors report the placement: what
+        # an API process collects is never sent.
+        dep.wait(
+            lambda: showing((3, 1)) is not None,
+            30,
+            'nodes per conductor exported: %s' % (exported(location),),
+        )
+        metrics = showing((3, 1))
+        self.assertEqual(0, metrics['ironic_affinity_placement_orphans'])
+        self.assertEqual(2, metrics['ironic_affinity_membership_members'])
+        self.assertGreaterEqual(
+            metrics['ironic_affinity_node_tags_refresh_call_count'], 1
+        )
+        self.assertGreaterEqual(metrics['ironic_affinity_node_tags_rows'], 0)
+
+        # conductor2 dies: conductor1 exports the move, counted once
+        # (the collector counts calls: one per node moved).
+        moved = 'ironic_affinity_placement_moved'
+        before = {
+            host: m.get(moved, 0) for host, m in exported(location).items()
+        }
+        dep.crash(2)
+        dep.wait(
+            lambda: showing((4, 0)) is not None,
+            60,
+            'the move exported: %s' % (exported(location),),
+        )
+        after = exported(location)
+        host = next(h for h, m in after.items() if m.get(nodes1) == 4)
+        self.assertEqual(before.get(host, 0) + 1, after[host][moved])
