@@ -15,7 +15,9 @@
 One API and N conductors of Ironic 39, started through our console
 scripts (ironic-affinity-api, ironic-affinity-conductor) exactly as an
 operator would, on a fresh PostgreSQL database and a Redis of their own
-for membership; fake hardware, json-rpc, CI-speed Ironic timers. Every
+for membership; fake hardware, json-rpc, CI-speed Ironic timers. The
+API runs without authentication, with Ironic's http_basic, or with its
+keystone strategy against a Keystone fixture (keystone_server.py). Every
 process is stopped by pid and the database dropped on clean-up.
 """
 
@@ -35,6 +37,7 @@ import fixtures
 import sqlalchemy as sa
 
 from ironic_affinity.integration import ironic_db
+from ironic_affinity.tests.e2e import keystone_server
 from ironic_affinity.tests.functional import servers
 
 API_VERSION = {'X-OpenStack-Ironic-API-Version': 'latest'}
@@ -141,6 +144,7 @@ class Deployment(fixtures.Fixture):
         postgres: str = POSTGRES,
         credentials: tuple[str, str] | None = None,
         extra_conf: str = '',
+        keystone: keystone_server.KeystoneServer | None = None,
     ) -> None:
         """:param api: how the API runs: 'launcher' (ironic-affinity-api);
         'middleware' (Ironic's own ironic-api with [api]middleware =
@@ -151,7 +155,11 @@ class Deployment(fixtures.Fixture):
         :param credentials: (user, password): the API authenticates with
             Ironic's http_basic strategy, and this harness's requests
             send them; by default the API runs without authentication.
-        :param extra_conf: appended to every process's ironic.conf."""
+        :param extra_conf: appended to every process's ironic.conf.
+        :param keystone: a running Keystone: the API authenticates with
+            Ironic's keystone strategy against it (keystonemiddleware,
+            and Ironic's policy enforced), and this harness's requests
+            send its admin's system-scoped token."""
         super().__init__()
         if api not in API_MODES:
             raise ValueError('api must be one of %s' % sorted(API_MODES))
@@ -163,6 +171,9 @@ class Deployment(fixtures.Fixture):
         self.timers = CI_TIMERS if timers is None else timers
         self.credentials = credentials
         self.extra_conf = extra_conf
+        self.keystone = keystone
+        if keystone is not None and credentials is not None:
+            raise ValueError('credentials are for http_basic, not Keystone')
 
     def _setUp(self) -> None:
         self.dir = self.useFixture(fixtures.TempDir()).path
@@ -186,6 +197,10 @@ class Deployment(fixtures.Fixture):
                 'auth_strategy = http_basic\nhttp_basic_auth_user_file = %s'
                 % self._write_users(*self.credentials)
             )
+        authtoken = ''
+        if self.keystone is not None:
+            auth = 'auth_strategy = keystone'
+            authtoken = self.keystone.authtoken_conf()
         with open(self.conf, 'w') as handle:
             handle.write(
                 _COMMON.format(
@@ -202,6 +217,7 @@ class Deployment(fixtures.Fixture):
                     ),
                     **self.timers,
                 )
+                + authtoken
                 + self.extra_conf
             )
         subprocess.run(
@@ -376,15 +392,22 @@ class Deployment(fixtures.Fixture):
         method: str,
         path: str,
         body: object = None,
-        credentials: tuple[str, str] | None | bool = True,
+        credentials: tuple[str, str] | str | None | bool = True,
     ) -> tuple[int, dict]:
-        """:param credentials: True for the deployment's own, None for
-        an anonymous request, or (user, password)."""
+        """:param credentials: True for the deployment's own (Keystone's
+        admin, with the keystone strategy), None for an anonymous
+        request, (user, password) for http_basic, or a Keystone token."""
         data = None if body is None else json.dumps(body).encode()
         headers = dict(API_VERSION, **{'Content-Type': 'application/json'})
         if credentials is True:
-            credentials = self.credentials
-        if isinstance(credentials, tuple):
+            credentials = (
+                self.credentials
+                if self.keystone is None
+                else self.keystone.admin_token
+            )
+        if isinstance(credentials, str):
+            headers['X-Auth-Token'] = credentials
+        elif isinstance(credentials, tuple):
             token = base64.b64encode(('%s:%s' % credentials).encode())
             headers['Authorization'] = 'Basic ' + token.decode()
         request = urllib.request.Request(
@@ -416,7 +439,11 @@ class Deployment(fixtures.Fixture):
         return body if status == 200 else None
 
     def post_node(
-        self, name: str, tags: object, conductor_group: str = ''
+        self,
+        name: str,
+        tags: object,
+        conductor_group: str = '',
+        owner: str = '',
     ) -> tuple[int, dict]:
         body: dict[str, object] = {
             'name': name,
@@ -425,10 +452,14 @@ class Deployment(fixtures.Fixture):
         }
         if conductor_group:
             body['conductor_group'] = conductor_group
+        if owner:
+            body['owner'] = owner
         return self._request('POST', '/v1/nodes', body)
 
-    def create_node(self, name: str, tags: str) -> str:
-        status, body = self.post_node(name, tags)
+    def create_node(self, name: str, tags: str, owner: str = '') -> str:
+        """:param owner: the node's owner (a Keystone project id): that
+        project's readers may see the node under Ironic's policy."""
+        status, body = self.post_node(name, tags, owner=owner)
         assert status == 201, (status, body)
         return str(body['uuid'])
 

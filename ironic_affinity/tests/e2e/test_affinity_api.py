@@ -15,11 +15,11 @@ authentication on (Ironic's http_basic strategy: no Keystone needed).
 
 Ironic enforces its policy file only with the keystone strategy (with
 any other, ironic.common.policy.authorize allows every authenticated
-request), so what these cases can show of authorisation on real Ironic
-is authentication: an anonymous caller and a wrong password are refused
-with Ironic's own 401, and the authenticated caller is answered. That a
-refusal by policy (403) or a node outside the caller's project (404) is
-passed on as Ironic gave it is shown in the unit tests
+request), so what these cases show of authorisation is authentication:
+an anonymous caller and a wrong password are refused with Ironic's own
+401, and the authenticated caller is answered. Refusals by policy (403)
+and a node outside the caller's project (404) are shown on real Ironic
+with a real Keystone in test_affinity_policy.py, and in the unit tests
 (tests/unit/integration/test_affinity_api.py).
 """
 
