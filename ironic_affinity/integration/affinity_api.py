@@ -20,7 +20,10 @@ when Ironic lets the caller read what the answer is about:
 
 * a node's affinity when the caller may read the node, ``GET
   /v1/nodes/{node_ident}`` (policy ``baremetal:node:get``, with its
-  project scoping; a name or a UUID, as Ironic looks it up);
+  project scoping; a name or a UUID, as Ironic looks it up), **and** list
+  the conductors (below): the answer names every conductor with its tags
+  and its verdict on the node, which Ironic's default policy shows only
+  to system readers, not to the readers of the project owning the node;
 * the deployment's (members, node counts, orphans) when the caller may
   list conductors, ``GET /v1/conductors`` (``baremetal:conductor:get``):
   the answer names every conductor and nodes of every project.
@@ -109,14 +112,20 @@ class AffinityAPI:
                 start_response,
                 headers=[('Allow', 'GET')],
             )
-        path = (
-            '/v1/nodes/%s' % urllib.parse.quote(found.ident, safe='')
-            if found.ident
-            else '/v1/conductors'
-        )
-        allowed = subrequest.get(self.ironic, environ, path, READ_VERSION)
-        if not allowed.ok:
-            return subrequest.replay(allowed, start_response)
+        # The node first: a caller who may not see it learns nothing of
+        # it (Ironic's 404), not even through a refusal of the second.
+        paths = ['/v1/conductors']
+        if found.ident:
+            quoted = urllib.parse.quote(found.ident, safe='')
+            paths.insert(0, '/v1/nodes/%s' % quoted)
+        answers = []
+        for path in paths:
+            answers.append(
+                subrequest.get(self.ironic, environ, path, READ_VERSION)
+            )
+            if not answers[-1].ok:
+                return subrequest.replay(answers[-1], start_response)
+        allowed = answers[0]
         try:
             if found.ident:
                 node = allowed.json()

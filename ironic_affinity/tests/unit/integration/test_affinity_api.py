@@ -37,6 +37,8 @@ from ironic_affinity.tests.unit.integration import fakes
 UUID = '1be26c0b-03f2-4d2e-ae87-c02d7db8b2e0'
 READER = 'reader-token'
 STRANGER = 'stranger-token'
+# A reader of the node's project: may read the node, not list conductors.
+PROJECT_READER = 'project-reader-token'
 
 
 class FakeIronic:
@@ -56,9 +58,11 @@ class FakeIronic:
         token = environ.get('HTTP_X_AUTH_TOKEN')
         if token is None:
             return self._fault(start_response, '401 Unauthorized', 'no auth')
-        if token != READER:
-            return self._fault(start_response, '403 Forbidden', 'policy')
         path = environ['PATH_INFO']
+        if token == PROJECT_READER and path == '/v1/conductors':
+            return self._fault(start_response, '403 Forbidden', 'conductors')
+        if token not in (READER, PROJECT_READER):
+            return self._fault(start_response, '403 Forbidden', 'policy')
         if path == '/v1/conductors':
             return self._ok(start_response, {'conductors': []})
         if path in ('/v1/nodes/' + UUID, '/v1/nodes/node1'):
@@ -156,7 +160,12 @@ class AffinityAPITestCase(base.TestCase):
             {'node': 'node1', 'verdicts': 'here'}, json.loads(body)
         )
         self.assertEqual([self.ironic.node], self.nodes_answered)
-        asked = self.ironic.asked[-1]
+        # The node, then the conductors: the answer describes both.
+        self.assertEqual(
+            ['/v1/nodes/node1', '/v1/conductors'],
+            [asked['PATH_INFO'] for asked in self.ironic.asked],
+        )
+        asked = self.ironic.asked[0]
         # A plain GET of the node, at our version, in the caller's name.
         self.assertEqual(
             ('GET', '/v1/nodes/node1', '', READER, '1.49'),
@@ -170,6 +179,27 @@ class AffinityAPITestCase(base.TestCase):
         )
         self.assertNotIn('CONTENT_LENGTH', asked)
         self.assertEqual(b'', asked['wsgi.input'].read())
+
+    def test_a_node_s_affinity_needs_the_conductor_list_too(self):
+        # It names every conductor with its tags and verdict, which
+        # Ironic shows only to those who may list the conductors.
+        status, _headers, body = self.call(
+            _request('GET', '/v1/nodes/node1/affinity', PROJECT_READER)
+        )
+        self.assertEqual('403 Forbidden', status)
+        self.assertEqual(door.error_body('conductors'), body)
+        self.assertEqual([], self.nodes_answered)
+
+    def test_a_hidden_node_is_not_found_before_the_conductor_list(self):
+        # Not the conductors' 403: whether the node exists stays hidden.
+        status, _headers, _body = self.call(
+            _request('GET', '/v1/nodes/node9/affinity', PROJECT_READER)
+        )
+        self.assertEqual('404 Not Found', status)
+        self.assertEqual(
+            ['/v1/nodes/node9'],
+            [asked['PATH_INFO'] for asked in self.ironic.asked],
+        )
 
     def test_the_deployment_needs_the_conductor_list(self):
         status, _headers, body = self.call(
