@@ -145,8 +145,15 @@ class MetricsTestCase(base.TestCase):
         self.assertEqual('g', kind)
         self.assertGreaterEqual(age, 0.0)
         self.assertEqual('ms', last('ironic_affinity.node_tags.refresh')[1])
-        self.assertIn(
-            (4.0, 'g'), statsd.seen('ironic_affinity.node_tags.rows')
+        # A tag cache read of the four nodes: waited for, as the read
+        # that sees them may come after the placement report above
+        # (which reads the database itself).
+        dep.wait(
+            lambda: (
+                (4.0, 'g') in statsd.seen('ironic_affinity.node_tags.rows')
+            ),
+            30,
+            'a tag read of 4 rows: %s' % (statsd.lines[-20:],),
         )
         self.assertEqual(
             'c', last('ironic_affinity.membership.read_errors')[1]
