@@ -33,6 +33,11 @@ from ironic_affinity.tests.e2e import deployment
 # Clear of the ports 8091 and up and 8391 and up other cases use.
 FIRST_RPC_PORT = 8491
 CREDENTIALS = ('operator', 'op-secret')
+# Two conductors: node1 (datacenter1, rack10) may go to the first only.
+CONDUCTORS = {
+    1: {'hard_affinity_tags': 'datacenter1', 'soft_affinity_tags': 'rack10'},
+    2: {'hard_affinity_tags': 'rack20'},
+}
 
 
 def openstack(dep, *args, credentials=CREDENTIALS):
@@ -62,13 +67,7 @@ def openstack(dep, *args, credentials=CREDENTIALS):
 class AffinityAPITestCase(base.TestCase):
     def test_node_and_deployment_affinity_with_http_basic(self):
         dep = self.deploy(
-            {
-                1: {
-                    'hard_affinity_tags': 'datacenter1',
-                    'soft_affinity_tags': 'rack10',
-                },
-                2: {'hard_affinity_tags': 'rack20'},
-            },
+            CONDUCTORS,
             first_rpc_port=FIRST_RPC_PORT,
             credentials=CREDENTIALS,
         )

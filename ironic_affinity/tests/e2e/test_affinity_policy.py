@@ -41,6 +41,7 @@ from testtools import content
 from ironic_affinity.tests.e2e import base
 from ironic_affinity.tests.e2e import deployment
 from ironic_affinity.tests.e2e import keystone_server
+from ironic_affinity.tests.e2e import test_affinity_api
 
 # Clear of the blocks of the other cases (8091 to 8691 and up).
 FIRST_RPC_PORT = 8791
@@ -118,13 +119,7 @@ class AffinityPolicyTestCase(base.TestCase):
         keystone.create_user('nobody', PASSWORD)
 
         dep = self.deploy(
-            {
-                1: {
-                    'hard_affinity_tags': 'datacenter1',
-                    'soft_affinity_tags': 'rack10',
-                },
-                2: {'hard_affinity_tags': 'rack20'},
-            },
+            test_affinity_api.CONDUCTORS,
             first_rpc_port=FIRST_RPC_PORT,
             keystone=keystone,
         )
