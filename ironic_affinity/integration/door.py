@@ -76,13 +76,10 @@ class Route:
     node_path: str = ''
 
 
-def route(method: str, path: str) -> Route | None:
-    """The node create or update this request is, or None.
-
-    Follows Ironic 39's routing, which ignores empty path segments and
-    takes ``.json`` off the end of the path (below API 1.91); taking it
-    off on every version only checks a few more requests.
-    """
+def _segments(path: str) -> tuple[list[str], str]:
+    """The path's segments as Ironic 39 routes them, and the ``.json``
+    it takes off the end (below API 1.91; taking it off on every version
+    only checks a few more requests); empty segments are ignored."""
     segments = [s for s in path.split('/') if s]
     suffix = ''
     if segments and segments[-1].endswith('.json'):
@@ -90,6 +87,12 @@ def route(method: str, path: str) -> Route | None:
         segments[-1] = segments[-1][: -len(suffix)]
         if not segments[-1]:
             segments.pop()
+    return segments, suffix
+
+
+def route(method: str, path: str) -> Route | None:
+    """The node create or update this request is, or None."""
+    segments, suffix = _segments(path)
     if segments[:2] != ['v1', 'nodes']:
         return None
     if method == 'POST' and len(segments) == 2:
@@ -99,6 +102,19 @@ def route(method: str, path: str) -> Route | None:
         # .json, which Ironic strips (or not) as it does for the PATCH.
         ident = segments[2] + suffix
         return Route(create=False, ident=ident, node_path='/v1/nodes/' + ident)
+    return None
+
+
+def written_node(method: str, path: str) -> str | None:
+    """For a request that creates, updates or deletes a node: the node as
+    the path names it ('' for a create); None for any other request."""
+    segments, _suffix = _segments(path)
+    if segments[:2] != ['v1', 'nodes']:
+        return None
+    if method == 'POST' and len(segments) == 2:
+        return ''
+    if method in ('PATCH', 'DELETE') and len(segments) == 3:
+        return segments[2]
     return None
 
 

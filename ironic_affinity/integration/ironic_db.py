@@ -156,6 +156,22 @@ def node_batches(
     yield from result.partitions()
 
 
+def nodes_by_ident(
+    connection: sa.Connection, idents: Sequence[str]
+) -> list[sa.Row[Any]]:
+    """(uuid, extra) of the nodes named by uuid or by name.
+
+    Both columns carry a unique index in Ironic's schema, so this reads
+    one row per node found, whatever the size of the table.
+    """
+    if not idents:
+        return []
+    query = sa.select(NODES.c.uuid, NODES.c.extra).where(
+        sa.or_(NODES.c.uuid.in_(idents), NODES.c.name.in_(idents))
+    )
+    return list(connection.execute(query))
+
+
 class IronicDatabase:
     """One engine on Ironic's database, and what is read through it."""
 

@@ -116,6 +116,7 @@ def _install_membership() -> None:
         manager._register_and_validate_hardware_interfaces = register
 
     def start(self: Any) -> None:
+        _warm_up()
         join_before_registering(self.manager)
         try:
             original_start(self)
@@ -136,6 +137,37 @@ def _install_membership() -> None:
     rpc_service.RPCService.stop = stop
     rpc_service.RPCService._affinity_wrapped = True
     _note_reloads()
+
+
+def _warm_up() -> None:
+    """Start this process's placement services (member view, node tags)
+    now, in the worker, so that its first node lookup (a conductor's
+    first periodic task, the API's first request) finds them read
+    rather than reading them itself."""
+    from ironic.conf import CONF
+
+    if CONF.affinity.hash_ring_manager != 'affinity':
+        return
+    from ironic_affinity.integration import process_services
+
+    process_services.started(CONF)
+
+
+def _warm_api() -> None:
+    """Warm up each API worker as it starts serving (it is forked from
+    the parent that built the application, where no thread may start)."""
+    from ironic.common import wsgi_service
+
+    original = wsgi_service.WSGIService.start
+    if getattr(original, '_affinity_wrapped', False):
+        return
+
+    def start(self: Any) -> None:
+        _warm_up()
+        original(self)
+
+    start._affinity_wrapped = True  # type: ignore[attr-defined]
+    wsgi_service.WSGIService.start = start
 
 
 def _note_reloads() -> None:
@@ -186,6 +218,7 @@ def api() -> Any:
     from ironic_affinity.integration import api_app
 
     api_app.install()
+    _warm_api()
     return command.main()
 
 
@@ -195,6 +228,7 @@ def singleprocess() -> Any:
     from ironic_affinity.integration import api_app
 
     api_app.install()
+    _warm_api()
     _install_membership()
     return command.main()
 

@@ -43,6 +43,7 @@ from ironic_affinity.integration import door
 from ironic_affinity.integration import json_patch
 from ironic_affinity.integration import loader
 from ironic_affinity.integration import process_services
+from ironic_affinity.integration import write_notices
 from ironic_affinity.membership import service
 
 LOG = log.getLogger(__name__)
@@ -64,6 +65,11 @@ def max_body() -> int:
         return door.DEFAULT_MAX_BODY
 
 
+def _note_written(node: str) -> None:
+    if CONF.affinity.hash_ring_manager == 'affinity':
+        service.note_node_written(CONF, node)
+
+
 class AffinityMiddleware:
     """Installs the affinity ring manager; validates node affinity tags."""
 
@@ -71,10 +77,12 @@ class AffinityMiddleware:
         loader.install()
         self.app = app
         self.door = door.Door(app, tags_key, max_body, json_patch.apply_patch)
+        # Outside the door: a write it refuses is no news.
+        self.notices = write_notices.WriteNotices(self.door, _note_written)
         # The process's services start at the first affinity request, in
         # the worker: never here, in the parent before the fork.
         self.api = affinity_api.AffinityAPI(
-            self.door,
+            self.notices,
             app,
             lambda node: affinity_answers.node_affinity(
                 CONF, process_services.started(CONF), node

@@ -10,32 +10,35 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Every node's affinity tags, kept fresh from Ironic's database.
+"""Every node's affinity tags, read from Ironic's database by one process.
 
 Ironic asks for a node's conductor by uuid alone, many times a second,
-so each process keeps uuid -> tags in memory, refreshed by a background
-thread in two ways:
+so each process keeps uuid -> tags in memory. Who reads what:
 
-* the fast path, every ``interval`` seconds: the rows created or saved
-  since the start of the previous read, by ``created_at`` and
-  ``updated_at``, reaching ``MARGIN`` further back because a writer
-  stamps a row with its own clock, before it commits. Ironic has no
-  index on those columns, so this is a sequential scan of the nodes
-  table on the server (28 ms at 100,000 nodes) that returns only the
-  changed rows;
-* the full re-read, every ``rescan`` seconds by this process's own
-  monotonic clock: uuid and extra of every node, applied as read, and
-  nodes no longer listed forgotten.
+* one process of the deployment at a time, the holder of a tooz lock on
+  the coordination backend (:mod:`ironic_affinity.membership.tag_board`),
+  reads the nodes table: every node when it takes the lock and then
+  every ``rescan`` seconds, and in between only the nodes that API
+  processes noted as written (:mod:`ironic_affinity.membership.
+  change_notices`), by Ironic's unique uuid and name indexes. It
+  publishes each node's tags, in buckets, through the backend;
+* every other process reads the backend's index every ``interval``
+  seconds and only the buckets that changed. It never reads the nodes
+  table, but when it has no tags at all and nobody has published any
+  (the first processes of a deployment, or a backend that is down when
+  the process starts): then it reads every node once itself.
 
-The fast path trusts the writers' clocks; the full re-read trusts
-nothing but the database's contents. So, whatever the clocks of the
-hosts, a committed change of a node's tags, or its deletion, is in the
-cache at most ``rescan`` seconds plus the time of one full read (and of
-one fast read that may be running when the full one falls due) after
-its commit, and usually within ``interval`` seconds. The bound holds
-while the database answers; while it does not, the last tags read stay
-in use, with one warning, and the first read after a failure longer
-than ``rescan`` is a full one.
+So the database sees one reader, whatever the number of processes, and
+an idle deployment's refreshes read no rows but the full re-read. A
+change written through Ironic's API reaches every process within about
+two ``interval`` (the writer's notice, the holder's read, the others'
+read of the index); any other committed change (inspection rules in a
+conductor, a direct edit of the database) within ``rescan`` plus one
+full read plus one ``interval``, whatever the clocks of the hosts. When
+the holder dies, another process takes the lock within the member
+timeout and reads every node. While the backend does not answer, a
+process keeps the tags it has, with one warning, and catches up when it
+answers again; the database's outages are the holder's alone to see.
 
 Rows come in batches from a server-side cursor, and the reading thread
 gives up the interpreter between batches (see ``BATCH``), so that a read
@@ -46,18 +49,20 @@ lasts.
 
 Tags live in the node's ``extra`` field under a configurable key, as a
 list or a comma/space separated string. A value outside the tag grammar
-(written before the plugin checked values at the API) is read as no tags,
-with one warning naming the node, so the node is still placed.
+(written before the plugin checked values at the API) is published as no
+tags, with one warning naming the node by the process that read it, so
+the node is still placed.
 """
 
 from collections.abc import Callable
+from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Sequence
-import datetime
 import json
 import threading
 import time
 from typing import Any
+import uuid as uuidlib
 
 from oslo_log import log
 import sqlalchemy as sa
@@ -66,15 +71,12 @@ from ironic_affinity import exception
 from ironic_affinity import outage
 from ironic_affinity import tags
 from ironic_affinity.integration import ironic_db
+from ironic_affinity.membership import change_notices
+from ironic_affinity.membership import tag_board
 
 LOG = log.getLogger(__name__)
 
-# How far back each fast read reaches before the start of the previous
-# one: writers stamp updated_at from their own clock, before they commit,
-# so a row can appear with a stamp somewhat in the past. A changed row is
-# thus read a few times over this window; an unchanged one only by the
-# full re-reads. A row stamped further back is left to the full re-read.
-MARGIN = datetime.timedelta(seconds=30)
+BUCKETS = tag_board.BUCKETS
 
 # Rows per fetch and per decoding batch. A green thread runs until it
 # yields: one fetch of 100,000 rows and their JSON decoding held Ironic
@@ -98,12 +100,10 @@ def tags_from_extra(extra: Any, key: str, node: str) -> frozenset[str]:
     return tags.parse_tags(extra.get(key), 'node %s extra.%s' % (node, key))
 
 
-def _batches(
-    connection: sa.Connection, since: datetime.datetime | None
-) -> Iterator[Sequence[sa.Row[Any]]]:
-    """(uuid, extra) of the nodes, BATCH at a time, yielding between."""
+def _batches(connection: sa.Connection) -> Iterator[Sequence[sa.Row[Any]]]:
+    """(uuid, extra) of every node, BATCH at a time, yielding between."""
     for batch in ironic_db.node_batches(
-        connection, ('uuid', 'extra'), since, BATCH
+        connection, ('uuid', 'extra'), None, BATCH
     ):
         yield batch
         time.sleep(0)
@@ -116,183 +116,342 @@ def _reason(exc: Exception) -> str:
     return ' '.join(text.split()) or type(exc).__name__
 
 
+def _is_uuid(ident: str) -> bool:
+    # Ironic reads an identifier shaped like a uuid as one, never as a
+    # name.
+    try:
+        return str(uuidlib.UUID(ident)) == ident.lower()
+    except ValueError:
+        return False
+
+
 class NodeTagCache:
-    """uuid -> affinity tags for every node, refreshed in the background."""
+    """uuid -> affinity tags for every node, refreshed in the background
+    from the coordination backend, or from the database by the holder of
+    the reader's lock (see the module's docstring)."""
 
     def __init__(
         self,
-        database: ironic_db.IronicDatabase | str,
+        database: ironic_db.IronicDatabase,
+        board: tag_board.TagBoard,
         key: str,
         interval: float,
         rescan: float,
+        api_group: str,
+        warm_timeout: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
-        utcnow: Callable[[], datetime.datetime] = ironic_db.utcnow,
     ) -> None:
-        """:param database: Ironic's database, or its URL (the cache then
-            has an engine of its own, closed by :meth:`stop`).
-        :param interval: seconds between two fast reads.
-        :param rescan: seconds between the starts of two full re-reads.
-        :param clock: monotonic seconds, which schedule the full re-reads.
-        :param utcnow: the wall clock in naive UTC, the fast path's
-            reference against the rows' stamps.
+        """:param board: the published tags on the coordination backend.
+        :param interval: seconds between two refreshes.
+        :param rescan: seconds between the starts of two full reads of
+            the nodes table by the holder of the lock.
+        :param api_group: the group whose entries carry the API
+            processes' change notices.
+        :param warm_timeout: seconds :meth:`start` waits for the backend
+            before it reads the database itself.
+        :param clock: monotonic seconds, which schedule the full reads.
         """
-        self._owned = isinstance(database, str)
-        self.database = (
-            ironic_db.IronicDatabase(database)
-            if isinstance(database, str)
-            else database
-        )
+        self.database = database
+        self.board = board
         self.key = key
         self.interval = interval
         self.rescan = rescan
+        self.api_group = api_group.encode('utf-8')
+        self.warm_timeout = warm_timeout
         self._clock = clock
-        self._utcnow = utcnow
-        self._tags: dict[str, frozenset[str]] = {}
-        # utcnow() at the start of the last successful read.
-        self._since: datetime.datetime | None = None
-        # clock() at the start of the last successful full read.
+        # Replaced whole, one bucket at a time: lookups read without a
+        # lock.
+        self._buckets: list[dict[str, frozenset[str]]] = [
+            {} for _ in range(BUCKETS)
+        ]
+        self._digests = [tag_board.EMPTY_DIGEST] * BUCKETS
+        # The holder's buckets as published (tags as canonical text); None
+        # while this process does not hold the lock.
+        self._published: list[tag_board.Bucket] | None = None
         self._last_full: float | None = None
+        self._notices = change_notices.NoticeTracker()
         self._bad: dict[str, str] = {}
-        self._interned: dict[frozenset[str], frozenset[str]] = {}
-        self._lock = threading.Lock()
+        self._parsed: dict[str, frozenset[str]] = {}
+        self._installing = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._outage = outage.Outage(LOG, clock)
+        self._backend_outage = outage.Outage(LOG, clock)
+        self._database_outage = outage.Outage(LOG, clock)
+        #: Set once every node's tags have been read at least once.
+        self.loaded = threading.Event()
         #: Bumped whenever any node's tags change, for callers' caches.
         self.version = 0
-        #: Rows read by the last refresh, for measurements.
+        #: Rows read from the nodes table by the last refresh.
         self.last_rows = 0
-        #: Whether the last refresh was a full re-read.
+        #: Whether the last refresh read every row of it.
         self.last_full = False
-        #: Called after each successful refresh with its seconds, rows
-        #: and whether it was a full re-read (metrics).
+        #: Buckets read from the backend since start, for measurements.
+        self.buckets_read = 0
+        #: Called after each successful refresh with its seconds, the
+        #: nodes held and whether it read every row (metrics).
         self.observer: Callable[[float, int, bool], None] | None = None
 
+    @property
+    def leading(self) -> bool:
+        """Whether this process is the one that reads the nodes table."""
+        return self.board.leading
+
     def start(self) -> None:
-        self.refresh()
+        """Start refreshing, and return once every node's tags are read.
+
+        From the backend if it answers within ``warm_timeout``, else from
+        the database: a process's first lookups (a conductor's first
+        power sync, the API's first request) find them in memory.
+        """
         self._thread = threading.Thread(
             target=self._run, name='affinity-node-tags', daemon=True
         )
         self._thread.start()
+        if not self.loaded.wait(self.warm_timeout):
+            LOG.warning(
+                'Node affinity tags not read from the coordination backend '
+                'within %(timeout)s s of start; reading them from the '
+                'database',
+                {'timeout': self.warm_timeout},
+            )
+            try:
+                self._install_all(self._read_all())
+            except sa.exc.SQLAlchemyError as exc:
+                LOG.error(
+                    'Cannot read node affinity tags from the database '
+                    'either (%(error)s): nodes are placed as not yet '
+                    'known until one of them answers',
+                    {'error': _reason(exc)},
+                )
 
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(10)
-        if self._owned:
-            self.database.dispose()
+        # Leaving releases the lock at once: another process takes over
+        # without waiting for it to expire.
+        self.board.stop()
 
     def get(self, uuid: str) -> frozenset[str] | None:
         """The node's tags, or None for a node not read yet."""
-        return self._tags.get(uuid)
+        return self._buckets[tag_board.bucket_of(uuid)].get(uuid)
 
     def __len__(self) -> int:
-        return len(self._tags)
+        return sum(len(bucket) for bucket in self._buckets)
 
     def full_due_in(self) -> float:
-        """Seconds until the next full re-read is due; 0 if it is."""
+        """Seconds until the holder's next full read is due; 0 if it is."""
         if self._last_full is None:
             return 0.0
         return max(0.0, self._last_full + self.rescan - self._clock())
 
     def _pause(self) -> float:
-        if self._outage.failing:
-            # A failed full read stays due: retry at the fast pace, not
-            # in a loop against a database that is away.
+        if not self.leading or self._database_outage.failing:
             return self.interval
-        # Woken for the full re-read when it falls due, not at the next
-        # fast read after it: that keeps the bound at rescan, not rescan
-        # plus interval.
+        # Woken for the full read when it falls due, not at the refresh
+        # after it: that keeps the bound at rescan, not rescan plus
+        # interval.
         return min(self.interval, self.full_due_in())
 
     def _run(self) -> None:
+        self.poll()
         while not self._stop.wait(self._pause()):
             self.poll()
 
     def poll(self) -> None:
         """One refresh as the background thread makes it: a failure is
         logged (once per outage), not raised."""
+        started = self._clock()
+        self.last_rows = 0
+        self.last_full = False
         try:
-            self.refresh()
-        except Exception as exc:  # noqa: BLE001 - keep serving
-            self._outage.failed(
+            if self.board.try_lead():
+                self._lead(started)
+            else:
+                self._follow()
+        except sa.exc.SQLAlchemyError as exc:
+            # Only the holder reads the database: it keeps the lock and
+            # publishes again once the database answers.
+            self._database_outage.failed(
                 'Cannot read node affinity tags from the database '
                 '(%(error)s); placing with the last known tags of '
                 '%(count)d nodes until it answers again.',
-                {'error': _reason(exc), 'count': len(self._tags)},
+                {'error': _reason(exc), 'count': len(self)},
             )
-        else:
-            self._outage.recovered(
-                'Node affinity tags readable again after %(seconds).0f s',
-                {},
+            return
+        except Exception as exc:  # noqa: BLE001 - keep serving
+            self.board.discard()
+            self._published = None
+            self._backend_outage.failed(
+                'Cannot read node affinity tags from the coordination '
+                'backend (%(error)s); placing with the last known tags of '
+                '%(count)d nodes until it answers again.',
+                {
+                    'error': self.board.describe(exc),
+                    'count': len(self),
+                },
             )
-
-    def refresh(self) -> None:
-        """A full re-read if one is due (always the first time), else
-        the rows changed since the previous read."""
-        started = self._clock()
-        stamp = self._utcnow()
-        previous = self._since
-        full = previous is None or self.full_due_in() <= 0
-        since = None if full or previous is None else previous - MARGIN
-        # Every tag set in use is interned again on a full read, so that
-        # sets no node carries any more are let go.
-        interned = {} if full else self._interned
-        # Nothing is applied unless the whole read succeeds.
-        rows: list[tuple[str, frozenset[str]]] = []
-        with self.database.engine.connect() as connection:
-            for batch in _batches(connection, since):
-                rows.extend(
-                    (uuid, self._parse(uuid, extra, interned))
-                    for uuid, extra in batch
-                )
-        self._apply(rows, full)
-        self._interned = interned
-        self.last_rows = len(rows)
-        self.last_full = full
-        self._since = stamp
-        seconds = self._clock() - started
-        if full:
-            self._last_full = started
-            LOG.debug(
-                'Read the affinity tags of all %(count)d nodes in '
-                '%(seconds).3f s',
-                {'count': len(rows), 'seconds': seconds},
-            )
+            return
+        self._backend_outage.recovered(
+            'Node affinity tags readable from the coordination backend '
+            'again after %(seconds).0f s',
+            {},
+        )
+        self._database_outage.recovered(
+            'Node affinity tags readable from the database again after '
+            '%(seconds).0f s',
+            {},
+        )
         if self.observer is not None:
-            self.observer(seconds, len(rows), full)
+            self.observer(self._clock() - started, len(self), self.last_full)
 
-    def _apply(
-        self, rows: list[tuple[str, frozenset[str]]], full: bool
-    ) -> None:
-        changed = False
-        with self._lock:
-            for start in range(0, len(rows), BATCH):
-                for uuid, node_tags in rows[start : start + BATCH]:
-                    if self._tags.get(uuid) != node_tags:
-                        self._tags[uuid] = node_tags
-                        changed = True
-                time.sleep(0)
-            if full:
-                listed = {uuid for uuid, _tags in rows}
-                for gone in set(self._tags) - listed:
-                    del self._tags[gone]
-                    self._bad.pop(gone, None)
-                    changed = True
-            if changed:
+    # The holder of the lock
+
+    def _lead(self, started: float) -> None:
+        entries = self.board.read_entries(self.api_group)
+        idents, missed = self._notices.new(entries)
+        published = self._published
+        if published is None or missed or self.full_due_in() <= 0:
+            if published is None:
+                LOG.info(
+                    'This process now reads node affinity tags from the '
+                    'database for the whole deployment'
+                )
+            rows = self._read_all()
+            self._notices.prime(entries)
+            self._last_full = started
+            fresh: list[tag_board.Bucket] = [{} for _ in range(BUCKETS)]
+            for uuid, text in rows:
+                fresh[tag_board.bucket_of(uuid)][uuid] = text
+            changed = {
+                number: bucket
+                for number, bucket in enumerate(fresh)
+                if published is None or bucket != published[number]
+            }
+            self._published = fresh
+        elif idents:
+            changed = self._read_changes(published, idents)
+        else:
+            changed = {}
+        for number, bucket in changed.items():
+            self._install(number, bucket)
+        if changed:
+            # Digests as installed: what readers compute of the same.
+            self.board.publish(changed, list(self._digests))
+        self.loaded.set()
+
+    def _read_changes(
+        self, published: list[tag_board.Bucket], idents: set[str]
+    ) -> dict[int, tag_board.Bucket]:
+        """The buckets that the noted nodes change, read by index."""
+        with self.database.engine.connect() as connection:
+            rows = ironic_db.nodes_by_ident(connection, sorted(idents))
+        self.last_rows = len(rows)
+        changed: dict[int, tag_board.Bucket] = {}
+
+        def bucket(uuid: str) -> tag_board.Bucket:
+            number = tag_board.bucket_of(uuid)
+            if number not in changed:
+                changed[number] = dict(published[number])
+            return changed[number]
+
+        found = set()
+        for uuid, extra in rows:
+            found.add(uuid)
+            bucket(uuid)[uuid] = self._canonical(uuid, extra)
+        for ident in idents:
+            # A uuid noted but not found: the node was deleted.
+            if _is_uuid(ident) and ident not in found:
+                bucket(ident).pop(ident, None)
+        for number in list(changed):
+            if changed[number] == published[number]:
+                del changed[number]
+            else:
+                published[number] = changed[number]
+        return changed
+
+    # Every other process
+
+    def _follow(self) -> None:
+        self._published = None
+        index = self.board.read_index()
+        if index is None:
+            if not self.loaded.is_set():
+                # Nobody has published yet: the first processes of a
+                # deployment start together. Read once for ourselves.
+                self._install_all(self._read_all())
+            return
+        complete = True
+        for number, wanted in enumerate(index.digests):
+            if wanted == self._digests[number]:
+                continue
+            found = self.board.read_bucket(index.publisher, number)
+            self.buckets_read += 1
+            if found is None:
+                complete = False  # mid-publication: next time
+                continue
+            self._install(number, found)
+        if complete:
+            self.loaded.set()
+
+    # Reading and installing
+
+    def _read_all(self) -> list[tuple[str, str]]:
+        """(uuid, tags as canonical text) of every node."""
+        interned: dict[str, str] = {}
+        rows: list[tuple[str, str]] = []
+        with self.database.engine.connect() as connection:
+            for batch in _batches(connection):
+                for uuid, extra in batch:
+                    text = self._canonical(uuid, extra)
+                    rows.append((uuid, interned.setdefault(text, text)))
+        self.last_rows = len(rows)
+        self.last_full = True
+        LOG.debug(
+            'Read the affinity tags of all %(count)d nodes',
+            {'count': len(rows)},
+        )
+        return rows
+
+    def _install_all(self, rows: Iterable[tuple[str, str]]) -> None:
+        fresh: list[tag_board.Bucket] = [{} for _ in range(BUCKETS)]
+        for uuid, text in rows:
+            fresh[tag_board.bucket_of(uuid)][uuid] = text
+        for number, bucket in enumerate(fresh):
+            self._install(number, bucket)
+        self.loaded.set()
+
+    def _install(self, number: int, bucket: tag_board.Bucket) -> None:
+        """Make one bucket's published contents the tags of its nodes."""
+        if len(self._parsed) > 4 * BUCKETS * 16:
+            # Nodes share a few hundred tag sets; this many means sets
+            # that no node carries any more are kept: start again.
+            self._parsed = {}
+        nodes = {uuid: self._tag_set(text) for uuid, text in bucket.items()}
+        with self._installing:
+            if nodes != self._buckets[number]:
+                self._buckets[number] = nodes
                 self.version += 1
+            self._digests[number] = tag_board.digest(bucket)
+        time.sleep(0)  # see BATCH
 
-    def _parse(
-        self,
-        uuid: str,
-        extra: Any,
-        interned: dict[frozenset[str], frozenset[str]],
-    ) -> frozenset[str]:
+    def _tag_set(self, text: str) -> frozenset[str]:
+        found = self._parsed.get(text)
+        if found is None:
+            try:
+                found = tags.parse_tags(text, 'published node tags')
+            except exception.InvalidTag:
+                found = NO_TAGS  # not written by us: never trusted
+            self._parsed[text] = found
+        return found
+
+    def _canonical(self, uuid: str, extra: Any) -> str:
+        """A node's tags as published: sorted, comma-separated."""
         try:
             node_tags = tags_from_extra(extra, self.key, uuid)
         except (exception.InvalidTag, ValueError) as exc:
-            # Once per node and value: the node's row is read again by
-            # every full re-read, and by fast reads within the margin.
+            # Once per node and value: the row is read again by every full
+            # read.
             if self._bad.get(uuid) != str(exc):
                 LOG.warning(
                     'Node %(node)s has unusable affinity tags and is placed '
@@ -300,7 +459,6 @@ class NodeTagCache:
                     {'node': uuid, 'error': exc},
                 )
             self._bad[uuid] = str(exc)
-            return NO_TAGS
+            return ''
         self._bad.pop(uuid, None)
-        # Nodes share a few hundred tag sets: keep one copy of each.
-        return interned.setdefault(node_tags, node_tags)
+        return ','.join(sorted(node_tags))

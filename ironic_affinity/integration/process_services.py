@@ -36,7 +36,9 @@ from ironic_affinity.integration import node_tags
 from ironic_affinity.integration import orphans
 from ironic_affinity.integration import placement_metrics
 from ironic_affinity.integration import placement_state
+from ironic_affinity.membership import backend
 from ironic_affinity.membership import service
+from ironic_affinity.membership import tag_board
 from ironic_affinity.membership import view
 
 LOG = log.getLogger(__name__)
@@ -70,9 +72,17 @@ class ProcessServices:
         )
         self.node_tags = node_tags.NodeTagCache(
             self.database,
+            tag_board.TagBoard(
+                backend.backend_url(conf),
+                conf.affinity.group_name,
+                'node-tags-%s' % view.observer_id(),
+                conf.affinity.member_timeout,
+            ),
             conf.affinity.node_tags_key,
             conf.affinity.node_tags_interval,
             conf.affinity.node_tags_rescan_interval,
+            service.api_group(conf),
+            warm_timeout=float(conf.affinity.member_timeout),
         )
         self.orphans = orphans.OrphanReports(LOG)
         self.missing = missing_members.MissingMembers(

@@ -38,6 +38,7 @@ from ironic_affinity import exception
 from ironic_affinity import profile
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import capabilities
+from ironic_affinity.membership import change_notices
 from ironic_affinity.membership import member
 from ironic_affinity.membership import reading
 from ironic_affinity.membership import view
@@ -78,6 +79,8 @@ def api_group(conf: cfg.ConfigOpts) -> str:
 
 # This process's announcement, by pid: a forked child starts its own.
 _ANNOUNCED: dict[int, member.Member] = {}
+# The node writes this process's API answered, published with it.
+_NOTICES: dict[int, change_notices.ChangeNotices] = {}
 
 
 def announce_api(conf: cfg.ConfigOpts) -> None:
@@ -89,11 +92,12 @@ def announce_api(conf: cfg.ConfigOpts) -> None:
     if os.getpid() in _ANNOUNCED:
         return
     group = conf.affinity
+    notices = _NOTICES.setdefault(os.getpid(), change_notices.ChangeNotices())
     presence = member.Member(
         backend.backend_url(conf),
         api_group(conf),
         '%s:%d' % (socket.gethostname(), os.getpid()),
-        {'format': capabilities.FORMAT_VERSION, 'role': 'api'},
+        notices.capabilities(),
         group.heartbeat_interval,
         group.member_timeout,
         role='API process',
@@ -102,6 +106,17 @@ def announce_api(conf: cfg.ConfigOpts) -> None:
     _ANNOUNCED[os.getpid()] = presence
     # Leave on a clean exit; after a crash the entry expires.
     atexit.register(presence.stop)
+
+
+def note_node_written(conf: cfg.ConfigOpts, node: str) -> None:
+    """Tell the node tags reader that this API process just wrote
+    ``node`` (a uuid or name); see change_notices. Cheap: the entry is
+    published by the announcement's own thread."""
+    announce_api(conf)
+    pid = os.getpid()
+    notices = _NOTICES[pid]
+    notices.record(node)
+    _ANNOUNCED[pid].update(notices.capabilities())
 
 
 def api_processes(conf: cfg.ConfigOpts, timeout: float) -> set[str]:

@@ -10,105 +10,102 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The node tag cache on a SQLite copy of the columns it reads.
+"""The node tag cache: one reader of a SQLite copy of the nodes table,
+every other process reading what it publishes on the in-memory backend,
+all on one fake clock."""
 
-The cache's clocks are fake: ``clock.advance(s)`` moves its monotonic
-clock and its wall clock together, and writers stamp rows with the wall
-clock plus whatever skew a test gives them.
-"""
-
-import datetime
 import json
-import logging
 import os
-from unittest import mock
 
 import fixtures
 import sqlalchemy as sa
 
 from ironic_affinity.integration import ironic_db
 from ironic_affinity.integration import node_tags
-from ironic_affinity.tests import base
+from ironic_affinity.membership import change_notices
+from ironic_affinity.membership import tag_board
+from ironic_affinity.tests.unit.membership import fakes
 
 NODES = ironic_db.NODES
 INTERVAL = 2.0
 RESCAN = 60.0
+GROUP = 'conductors'
+API_GROUP = b'conductors.api'
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.seconds = 1000.0
-        self.wall = datetime.datetime(2026, 6, 1, 12, 0, 0)
+class RefusingDatabase:
+    """A database no follower may read: any use fails the test."""
 
-    def monotonic(self) -> float:
-        return self.seconds
+    sqlite = False
 
-    def utcnow(self) -> datetime.datetime:
-        return self.wall
-
-    def advance(self, seconds: float) -> None:
-        self.seconds += seconds
-        self.wall += datetime.timedelta(seconds=seconds)
+    @property
+    def engine(self):
+        raise AssertionError('a follower read the nodes table')
 
 
-class NodeTagCacheTestCase(base.TestCase):
+class NodeTagCacheTestCase(fakes.BackendTestCase):
+    LOGGER = node_tags.__name__
+
     def setUp(self):
         super().setUp()
         directory = self.useFixture(fixtures.TempDir()).path
         self.url = 'sqlite:///' + os.path.join(directory, 'nodes.db')
-        self.engine = sa.create_engine(self.url)
-        self.addCleanup(self.engine.dispose)
-        ironic_db.METADATA.create_all(self.engine)
-        self.clock = FakeClock()
-        with self.engine.begin() as connection:
+        self.database = ironic_db.IronicDatabase(self.url)
+        self.addCleanup(self.database.dispose)
+        ironic_db.METADATA.create_all(self.database.engine)
+        with self.database.engine.begin() as connection:
             connection.execute(
                 NODES.insert(),
                 [
                     {
-                        'uuid': 'node-%02d' % i,
+                        'uuid': self.uuid(i),
+                        'name': 'node-%02d' % i,
                         'extra': json.dumps({'affinity_tags': 'rack%d' % i}),
-                        # Enrolled long ago: only saves are recent.
-                        'created_at': datetime.datetime(2026, 1, 1),
                     }
                     for i in range(10)
                 ],
             )
-        self.cache = self.make_cache(self.url)
         self.useFixture(fixtures.MockPatchObject(node_tags, 'BATCH', 3))
-        self.sleep = self.useFixture(
-            fixtures.MockPatchObject(node_tags.time, 'sleep', autospec=True)
-        ).mock
-        self.log = self.useFixture(
-            fixtures.FakeLogger(
-                name=node_tags.__name__,
-                level=logging.INFO,
-                format='%(levelname)s %(message)s',
-            )
-        )
+        self.notices = change_notices.ChangeNotices()
+        self.backend.groups[API_GROUP] = {}
+        self.publish_notices()
 
-    def make_cache(self, database):
+    @staticmethod
+    def uuid(index):
+        return '00000000-0000-4000-8000-%012d' % index
+
+    def cache(self, database=None, name='a', warm_timeout=10.0):
         cache = node_tags.NodeTagCache(
-            database,
+            self.database if database is None else database,
+            tag_board.TagBoard(
+                'redis://x', GROUP, name, 5, wall_clock=self.clock
+            ),
             'affinity_tags',
             INTERVAL,
             RESCAN,
-            clock=self.clock.monotonic,
-            utcnow=self.clock.utcnow,
+            API_GROUP.decode(),
+            warm_timeout=warm_timeout,
+            clock=self.clock,
         )
         self.addCleanup(cache.stop)
         return cache
 
-    def write(self, uuid, tags, skew=0.0):
-        """Save a node as a writer whose clock is ``skew`` s off."""
-        stamp = self.clock.wall + datetime.timedelta(seconds=skew)
-        with self.engine.begin() as connection:
+    def publish_notices(self):
+        """The API process's entry, as its member thread publishes it."""
+        self.backend.add(API_GROUP, b'api-1', self.notices.capabilities())
+
+    def write(self, index, tags, notice=True):
+        with self.database.engine.begin() as connection:
             connection.execute(
-                NODES.update().where(NODES.c.uuid == uuid),
-                {
-                    'extra': json.dumps({'affinity_tags': tags}),
-                    'updated_at': stamp,
-                },
+                NODES.update().where(NODES.c.uuid == self.uuid(index)),
+                {'extra': json.dumps({'affinity_tags': tags})},
             )
+        if notice:
+            self.notices.record(self.uuid(index))
+            self.publish_notices()
+
+    def bucket_reads(self, cache):
+        return cache.buckets_read
 
     def lines(self, level):
         return [
@@ -117,260 +114,237 @@ class NodeTagCacheTestCase(base.TestCase):
             if line.startswith(level + ' ')
         ]
 
-    def test_reads_every_node_in_batches(self):
-        self.cache.refresh()
-        self.assertEqual(10, len(self.cache))
-        self.assertEqual(10, self.cache.last_rows)
-        self.assertTrue(self.cache.last_full)
-        self.assertEqual(frozenset({'rack4'}), self.cache.get('node-04'))
-        self.assertIsNone(self.cache.get('node-99'))
-        # Four batches of at most 3 rows read, then four applied: the
-        # thread gives up the interpreter after each.
-        self.assertEqual([mock.call(0)] * 8, self.sleep.call_args_list)
+    def test_the_first_process_reads_the_table_and_publishes(self):
+        reader = self.cache()
+        reader.poll()
+        self.assertTrue(reader.leading)
+        self.assertTrue(reader.last_full)
+        self.assertEqual(10, reader.last_rows)
+        self.assertEqual(10, len(reader))
+        self.assertEqual(frozenset({'rack4'}), reader.get(self.uuid(4)))
+        self.assertIsNone(reader.get('not-a-node'))
+        index = self.backend.members(tag_board.index_group(GROUP))
+        self.assertEqual(['a'], list(index))
 
-    def test_accepts_a_shared_database(self):
-        database = ironic_db.IronicDatabase(self.url)
-        self.addCleanup(database.dispose)
-        cache = self.make_cache(database)
-        cache.refresh()
-        self.assertEqual(frozenset({'rack4'}), cache.get('node-04'))
-        self.assertIs(database, cache.database)
-        with mock.patch.object(database, 'dispose', autospec=True) as gone:
-            cache.stop()
-        # Its owner closes it, not the cache.
-        gone.assert_not_called()
-        with mock.patch.object(
-            self.cache.database, 'dispose', autospec=True
-        ) as owned:
-            self.cache.stop()
-        owned.assert_called_once_with()
-
-    def test_incremental_window(self):
-        self.cache.refresh()
-        self.clock.advance(INTERVAL)
-        # Nothing saved: no row comes back.
-        self.cache.refresh()
-        self.assertFalse(self.cache.last_full)
-        self.assertEqual(0, self.cache.last_rows)
-        # Stamped just inside the margin before the start of the previous
-        # read (now), as by a writer that committed late.
-        self.write('node-04', 'dc2', skew=-29)
-        # Stamped just outside it: left to the full re-read.
-        self.write('node-05', 'dc2', skew=-31)
-        version = self.cache.version
-        self.clock.advance(INTERVAL)
-        self.cache.refresh()
-        self.assertFalse(self.cache.last_full)
-        self.assertEqual(1, self.cache.last_rows)
-        self.assertEqual(frozenset({'dc2'}), self.cache.get('node-04'))
-        self.assertEqual(frozenset({'rack5'}), self.cache.get('node-05'))
-        self.assertEqual(version + 1, self.cache.version)
-        # A row saved now is read by every fast read for MARGIN seconds
-        # after the read that follows, and never again by them.
-        self.write('node-06', 'dc2')
-        with self.engine.begin() as connection:
-            connection.execute(
-                NODES.insert(),
-                {
-                    'uuid': 'node-new',
-                    'extra': json.dumps({'affinity_tags': 'rack1'}),
-                    'created_at': self.clock.wall,
-                },
+    def test_others_read_the_backend_never_the_table(self):
+        self.cache().poll()
+        follower = self.cache(RefusingDatabase(), name='b')
+        follower.poll()
+        self.assertFalse(follower.leading)
+        self.assertEqual(0, follower.last_rows)
+        self.assertTrue(follower.loaded.is_set())
+        for i in range(10):
+            self.assertEqual(
+                frozenset({'rack%d' % i}), follower.get(self.uuid(i))
             )
-        rows = []
-        for _ in range(20):
+
+    def test_an_idle_refresh_reads_no_row_and_no_bucket(self):
+        reader = self.cache()
+        reader.poll()
+        follower = self.cache(RefusingDatabase(), name='b')
+        follower.poll()
+        before = self.bucket_reads(follower)
+        version = follower.version
+        for _ in range(5):
             self.clock.advance(INTERVAL)
-            self.cache.refresh()
-            self.assertFalse(self.cache.last_full)
-            rows.append(self.cache.last_rows)
-        self.assertEqual([2] * 16 + [0] * 4, rows)
-        self.assertEqual(frozenset({'dc2'}), self.cache.get('node-06'))
-        self.assertEqual(frozenset({'rack1'}), self.cache.get('node-new'))
-        self.assertEqual(version + 2, self.cache.version)
-        self.assertEqual(frozenset({'rack5'}), self.cache.get('node-05'))
+            reader.poll()
+            self.assertEqual(0, reader.last_rows)
+            follower.poll()
+        self.assertEqual(before, self.bucket_reads(follower))
+        self.assertEqual(version, follower.version)
 
-    def test_writer_clock_lagging_five_minutes(self):
-        self.cache.refresh()
+    def test_a_write_through_the_api_reads_one_row_and_moves_one_bucket(self):
+        reader = self.cache()
+        reader.poll()
+        follower = self.cache(RefusingDatabase(), name='b')
+        follower.poll()
+        before = self.bucket_reads(follower)
+        self.write(3, 'rack30, row2')
         self.clock.advance(INTERVAL)
-        self.write('node-04', 'dc3', skew=-300)
-        # Every fast read before the full re-read is due misses it.
-        while self.cache.full_due_in() > 0:
-            self.cache.refresh()
-            self.assertFalse(self.cache.last_full)
-            self.assertEqual(frozenset({'rack4'}), self.cache.get('node-04'))
-            self.clock.advance(min(INTERVAL, self.cache.full_due_in()))
-        # Due RESCAN seconds after the first read began, not later.
-        self.assertEqual(1000.0 + RESCAN, self.clock.seconds)
-        version = self.cache.version
-        self.cache.refresh()
-        self.assertTrue(self.cache.last_full)
-        self.assertEqual(10, self.cache.last_rows)
-        self.assertEqual(frozenset({'dc3'}), self.cache.get('node-04'))
-        self.assertEqual(version + 1, self.cache.version)
-        self.assertEqual(RESCAN, self.cache.full_due_in())
+        reader.poll()
+        self.assertEqual(1, reader.last_rows)
+        self.assertFalse(reader.last_full)
+        follower.poll()
+        self.assertEqual(before + 1, self.bucket_reads(follower))
+        self.assertEqual(
+            frozenset({'rack30', 'row2'}), follower.get(self.uuid(3))
+        )
+        # The others of that bucket are unchanged.
+        self.assertEqual(frozenset({'rack4'}), follower.get(self.uuid(4)))
 
-    def test_thread_wakes_when_the_full_read_is_due(self):
-        self.cache.refresh()
-        self.write('node-04', 'dc3', skew=-300)
-        self.clock.advance(RESCAN - 0.5)
-        waits = []
-
-        def wait(timeout):
-            waits.append(timeout)
-            self.clock.advance(timeout)
-            return len(waits) > 2
-
-        with mock.patch.object(self.cache._stop, 'wait', wait):
-            self.cache._run()
-        # Woken at the due time, then the fast pace again.
-        self.assertEqual([0.5, INTERVAL, INTERVAL], waits)
-        self.assertEqual(frozenset({'dc3'}), self.cache.get('node-04'))
-
-    def test_thread_retries_at_the_fast_pace_in_an_outage(self):
-        self.cache.refresh()
-        self.clock.advance(RESCAN)
-        waits = []
-
-        def wait(timeout):
-            waits.append(timeout)
-            self.clock.advance(timeout)
-            return len(waits) > 3
-
-        gone = sa.exc.OperationalError('SELECT', {}, Exception('gone'))
-        with mock.patch.object(self.cache._stop, 'wait', wait):
-            with mock.patch.object(
-                self.cache.database.engine, 'connect', side_effect=gone
-            ):
-                self.cache._run()
-        # The full read is due throughout, but failing: no busy loop.
-        self.assertEqual([0.0, INTERVAL, INTERVAL, INTERVAL], waits)
-        self.assertEqual(1, len(self.lines('WARNING')))
-
-    def test_deleted_nodes_forgotten(self):
-        self._write_bad('node-07')
-        self.cache.refresh()
-        version = self.cache.version
-        with self.engine.begin() as connection:
-            connection.execute(
-                NODES.delete().where(NODES.c.uuid.in_(['node-07', 'node-08']))
-            )
+    def test_a_notice_by_name_is_read_by_name(self):
+        reader = self.cache()
+        reader.poll()
+        self.write(5, 'rack50', notice=False)
+        self.notices.record('node-05')
+        self.publish_notices()
         self.clock.advance(INTERVAL)
-        self.cache.refresh()
-        self.assertIsNotNone(self.cache.get('node-07'))
-        self.clock.advance(RESCAN)
-        self.cache.refresh()
-        self.assertTrue(self.cache.last_full)
-        self.assertIsNone(self.cache.get('node-07'))
-        self.assertIsNone(self.cache.get('node-08'))
-        self.assertEqual(8, len(self.cache))
-        self.assertEqual(version + 1, self.cache.version)
-        self.assertNotIn('node-07', self.cache._bad)
+        reader.poll()
+        self.assertEqual(frozenset({'rack50'}), reader.get(self.uuid(5)))
 
-    def _write_bad(self, uuid, value=42):
-        with self.engine.begin() as connection:
+    def test_a_direct_write_is_seen_by_the_full_read_within_rescan(self):
+        reader = self.cache()
+        reader.poll()
+        follower = self.cache(RefusingDatabase(), name='b')
+        follower.poll()
+        self.write(2, 'rack20', notice=False)
+        waited = 0.0
+        while follower.get(self.uuid(2)) != frozenset({'rack20'}):
+            self.assertLessEqual(waited, RESCAN + INTERVAL)
+            self.clock.advance(INTERVAL)
+            waited += INTERVAL
+            reader.poll()
+            follower.poll()
+        self.assertGreaterEqual(waited, RESCAN)
+        self.assertTrue(reader.last_full)
+
+    def test_deleted_nodes_are_forgotten(self):
+        reader = self.cache()
+        reader.poll()
+        follower = self.cache(RefusingDatabase(), name='b')
+        follower.poll()
+        with self.database.engine.begin() as connection:
             connection.execute(
-                NODES.update().where(NODES.c.uuid == uuid),
-                {
-                    'extra': json.dumps({'affinity_tags': value}),
-                    'updated_at': self.clock.wall,
-                },
+                NODES.delete().where(
+                    NODES.c.uuid.in_([self.uuid(1), self.uuid(2)])
+                )
             )
+        # One through the API, one behind its back.
+        self.notices.record(self.uuid(1))
+        self.publish_notices()
+        self.clock.advance(INTERVAL)
+        reader.poll()
+        follower.poll()
+        self.assertIsNone(follower.get(self.uuid(1)))
+        self.assertEqual(frozenset({'rack2'}), follower.get(self.uuid(2)))
+        self.clock.advance(RESCAN)
+        reader.poll()
+        follower.poll()
+        self.assertIsNone(follower.get(self.uuid(2)))
+        self.assertEqual(8, len(follower))
 
-    def test_bad_tags_warned_once_per_node(self):
-        self._write_bad('node-04')
-        self._write_bad('node-05', 'tag!')
-        # Read by the first full read, fast reads within the margin and
-        # a full re-read: one warning per node.
-        self.cache.refresh()
+    def test_missed_notices_mean_a_full_read(self):
+        reader = self.cache()
+        reader.poll()
+        for _ in range(change_notices.KEPT + 1):
+            self.notices.record('node-09')
+        self.write(7, 'rack70', notice=False)
+        self.publish_notices()
+        self.clock.advance(INTERVAL)
+        reader.poll()
+        self.assertTrue(reader.last_full)
+        self.assertEqual(frozenset({'rack70'}), reader.get(self.uuid(7)))
+
+    def test_another_process_takes_over_when_the_reader_dies(self):
+        reader = self.cache()
+        reader.poll()
+        follower = self.cache(name='b')
+        follower.poll()
+        other = self.cache(RefusingDatabase(), name='c')
+        other.poll()
+        before = self.bucket_reads(other)
+        # The reader stops beating (SIGKILL): its lock and entries expire
+        # within the member timeout, and the next refresh takes over.
+        waited = 0.0
+        while not follower.leading:
+            self.clock.advance(INTERVAL)
+            waited += INTERVAL
+            follower.poll()
+        self.assertLessEqual(waited, self.backend.timeout + INTERVAL)
+        self.assertTrue(follower.last_full)
+        other.poll()
+        # Same contents, same digests: the others read no bucket again.
+        self.assertEqual(before, self.bucket_reads(other))
+        self.write(6, 'rack60')
+        self.clock.advance(INTERVAL)
+        follower.poll()
+        other.poll()
+        self.assertEqual(frozenset({'rack60'}), other.get(self.uuid(6)))
+
+    def test_a_clean_stop_hands_over_at_once(self):
+        reader = self.cache()
+        reader.poll()
+        follower = self.cache(name='b')
+        follower.poll()
+        self.assertFalse(follower.leading)
+        reader.stop()
+        follower.poll()
+        self.assertTrue(follower.leading)
+
+    def test_backend_outage_keeps_the_last_tags_and_catches_up(self):
+        reader = self.cache()
+        reader.poll()
+        follower = self.cache(RefusingDatabase(), name='b')
+        follower.poll()
+        self.backend.go_down()
         for _ in range(3):
             self.clock.advance(INTERVAL)
-            self.cache.refresh()
-            self.assertEqual(2, self.cache.last_rows)
-        self.clock.advance(RESCAN)
-        self.cache.refresh()
-        self.assertTrue(self.cache.last_full)
-        warnings = self.lines('WARNING')
-        self.assertEqual(2, len(warnings), warnings)
-        self.assertIn('node-04', warnings[0] + warnings[1])
-        self.assertIn('node-05', warnings[0] + warnings[1])
-        self.assertEqual(frozenset(), self.cache.get('node-04'))
-        self.assertEqual(frozenset(), self.cache.get('node-05'))
-        self.assertEqual(frozenset({'rack6'}), self.cache.get('node-06'))
-        # Fixed, then broken again: warned again.
-        self.write('node-04', 'rack4')
+            follower.poll()
+        self.assertEqual(frozenset({'rack1'}), follower.get(self.uuid(1)))
+        self.assertEqual(1, len(self.lines('WARNING')), self.log.output)
+        self.backend.come_back()
+        self.write(1, 'rack11')
         self.clock.advance(INTERVAL)
-        self.cache.refresh()
-        self.assertEqual(frozenset({'rack4'}), self.cache.get('node-04'))
-        self._write_bad('node-04')
-        self.clock.advance(INTERVAL)
-        self.cache.refresh()
-        self.assertEqual(3, len(self.lines('WARNING')))
+        reader.poll()
+        follower.poll()
+        self.assertEqual(frozenset({'rack11'}), follower.get(self.uuid(1)))
+        self.assertIn('readable from the coordination backend again',
+                      self.log.output)  # fmt: skip
 
-    def test_database_outage_keeps_the_last_tags(self):
-        self.cache.refresh()
-        self.write('node-04', 'dc2')
-        gone = sa.exc.OperationalError('SELECT', {}, Exception('gone'))
-        with mock.patch.object(
-            self.cache.database.engine, 'connect', side_effect=gone
-        ):
-            for _ in range(5):
-                self.clock.advance(INTERVAL)
-                self.cache.poll()
-                self.assertEqual(
-                    frozenset({'rack4'}), self.cache.get('node-04')
-                )
-                self.assertEqual(10, len(self.cache))
-            # Longer than a rescan interval: the next read is a full one.
+    def test_database_outage_keeps_the_lock_and_the_tags(self):
+        reader = self.cache()
+        reader.poll()
+        self.clock.advance(RESCAN)
+        failing = sa.create_engine('sqlite:////nonexistent/dir/nodes.db')
+        self.addCleanup(failing.dispose)
+        real = self.database.engine
+        self.database.engine = failing
+        reader.poll()
+        reader.poll()
+        self.assertTrue(reader.leading)
+        self.assertEqual(frozenset({'rack1'}), reader.get(self.uuid(1)))
+        self.assertEqual(1, len(self.lines('WARNING')), self.log.output)
+        self.database.engine = real
+        reader.poll()
+        self.assertTrue(reader.last_full)
+
+    def test_bad_tags_are_warned_once_by_the_reader_alone(self):
+        with self.database.engine.begin() as connection:
+            connection.execute(
+                NODES.update().where(NODES.c.uuid == self.uuid(8)),
+                {'extra': json.dumps({'affinity_tags': 'bad tag!'})},
+            )
+        reader = self.cache()
+        reader.poll()
+        follower = self.cache(RefusingDatabase(), name='b')
+        follower.poll()
+        for _ in range(3):
             self.clock.advance(RESCAN)
-            self.cache.poll()
+            reader.poll()
+            follower.poll()
+        self.assertEqual(frozenset(), follower.get(self.uuid(8)))
         warnings = self.lines('WARNING')
         self.assertEqual(1, len(warnings), warnings)
-        self.assertIn('gone', warnings[0])
-        self.assertIn('last known tags of 10 nodes', warnings[0])
-        self.assertEqual([], self.lines('INFO'))
-        self.clock.advance(INTERVAL)
-        self.cache.poll()
-        self.assertTrue(self.cache.last_full)
-        self.assertEqual(frozenset({'dc2'}), self.cache.get('node-04'))
-        self.cache.poll()
-        self.assertEqual(
-            ['INFO Node affinity tags readable again after 70 s'],
-            self.lines('INFO'),
-        )
-        self.assertEqual(1, len(self.lines('WARNING')))
+        self.assertIn(self.uuid(8), warnings[0])
 
-    def test_failed_read_changes_nothing(self):
-        self.cache.refresh()
-        version = self.cache.version
-        with self.engine.begin() as connection:
-            connection.execute(
-                NODES.update(),
-                {
-                    'extra': json.dumps({'affinity_tags': 'dc3'}),
-                    'updated_at': self.clock.wall,
-                },
-            )
-        real = node_tags._batches
+    def test_start_returns_with_every_tag_read(self):
+        self.cache().poll()
+        follower = self.cache(RefusingDatabase(), name='b')
+        follower.start()
+        self.assertEqual(frozenset({'rack9'}), follower.get(self.uuid(9)))
 
-        def broken(connection, since):
-            batches = real(connection, since)
-            yield next(batches)
-            raise sa.exc.OperationalError('FETCH', {}, Exception('gone'))
+    def test_start_reads_the_database_when_the_backend_is_down(self):
+        self.backend.go_down()
+        cache = self.cache(warm_timeout=0.01)
+        cache.start()
+        self.assertEqual(frozenset({'rack9'}), cache.get(self.uuid(9)))
+        self.assertIn('reading them from the database', self.log.output)
 
-        self.clock.advance(INTERVAL)
-        with mock.patch.object(node_tags, '_batches', broken):
-            self.assertRaises(sa.exc.OperationalError, self.cache.refresh)
-        self.assertEqual(frozenset({'rack4'}), self.cache.get('node-04'))
-        self.assertEqual(version, self.cache.version)
-        self.cache.refresh()
-        self.assertEqual(frozenset({'dc3'}), self.cache.get('node-04'))
-        self.assertEqual(version + 1, self.cache.version)
-
-    def test_full_read_lets_unused_tag_sets_go(self):
-        self.cache.refresh()
-        for i in range(10):
-            self.write('node-%02d' % i, 'dc1')
-        self.clock.advance(RESCAN)
-        self.cache.refresh()
-        self.assertEqual({frozenset({'dc1'})}, set(self.cache._interned))
-        self.assertIs(self.cache.get('node-01'), self.cache.get('node-02'))
+    def test_the_first_processes_read_for_themselves(self):
+        # Another process holds the lock but has published nothing yet.
+        self.backend.locks[tag_board.lock_name(GROUP)] = (b'x', 1e9)
+        cache = self.cache()
+        cache.poll()
+        self.assertFalse(cache.leading)
+        self.assertEqual(10, cache.last_rows)
+        self.assertTrue(cache.loaded.is_set())

@@ -91,6 +91,8 @@ class Backend:
         self.clients: list[Client] = []
         # ('join' | 'leave' | 'update', member) in order, for tests.
         self.history: list[tuple[str, str]] = []
+        # Lock name -> (holder's member id, clock() when it expires).
+        self.locks: dict[bytes, tuple[bytes, float]] = {}
 
     def go_down(self) -> None:
         self.down = True
@@ -102,6 +104,15 @@ class Backend:
         """The server restarted without its data."""
         self.groups.clear()
         self.beats.clear()
+        self.locks.clear()
+
+    def holder(self, name: bytes) -> bytes | None:
+        """Who holds a lock now, expiry applied."""
+        found = self.locks.get(name)
+        if found is None or found[1] < self.clock():
+            self.locks.pop(name, None)
+            return None
+        return found[0]
 
     def make_slow(self) -> None:
         """Calls block (in the client) until :meth:`let_through`."""
@@ -226,12 +237,22 @@ class Client:
                 self.leave_group(group).get()
             except tooz.ToozError:
                 pass
+        for name, (owner, _expiry) in list(self.backend.locks.items()):
+            if owner == self.member_id:
+                del self.backend.locks[name]
         self.started = False
         self.stopped = True
 
     def heartbeat(self) -> float:
         def work() -> float:
             self.backend.beats[self.member_id] = self.backend.clock()
+            # As the Redis driver: a beat renews the locks held too.
+            for name, (owner, _expiry) in list(self.backend.locks.items()):
+                if owner == self.member_id:
+                    self.backend.locks[name] = (
+                        owner,
+                        self.backend.clock() + self.backend.timeout,
+                    )
             return self.backend.timeout
 
         return float(self._call('heartbeat', work).get())
@@ -300,6 +321,57 @@ class Client:
             self.backend.history.append(('update', self.member_id.decode()))
 
         return self._call('update_capabilities', work)
+
+    def get_lock(self, name: bytes) -> 'Lock':
+        return Lock(self, name)
+
+
+class Lock:
+    """A tooz lock on the fake backend, expiring as Redis's do."""
+
+    def __init__(self, client: Client, name: bytes) -> None:
+        self.client = client
+        self.name = name
+
+    def _mine(self) -> bool:
+        return self.client.backend.holder(self.name) == self.client.member_id
+
+    def acquire(self, blocking: bool = True) -> bool:
+        assert blocking is False, 'the code under test never waits'
+
+        def work() -> bool:
+            backend = self.client.backend
+            if backend.holder(self.name) is not None:
+                return False
+            backend.locks[self.name] = (
+                self.client.member_id,
+                backend.clock() + backend.timeout,
+            )
+            return True
+
+        return bool(self.client._call('acquire', work).get())
+
+    def heartbeat(self) -> bool:
+        def work() -> bool:
+            if not self._mine():
+                return False
+            backend = self.client.backend
+            backend.locks[self.name] = (
+                self.client.member_id,
+                backend.clock() + backend.timeout,
+            )
+            return True
+
+        return bool(self.client._call('lock_heartbeat', work).get())
+
+    def release(self) -> bool:
+        def work() -> bool:
+            if not self._mine():
+                return False
+            del self.client.backend.locks[self.name]
+            return True
+
+        return bool(self.client._call('release', work).get())
 
 
 class Factory:
