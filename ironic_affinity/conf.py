@@ -211,8 +211,14 @@ IRONIC_OPTS = [
         default=2.0,
         min=0.1,
         help=_(
-            'Seconds between two reads of the nodes changed since the last '
-            'read, by every process that places nodes.'
+            'Seconds between two refreshes of node tags by every process '
+            'that places nodes. Each reads an index of the published tags '
+            'from the coordination backend, and the parts of it that '
+            'changed; the one process that reads Ironic\'s database for the '
+            'whole deployment (whoever holds a lock on the backend) reads '
+            'the nodes that API processes noted as written. A change made '
+            'through Ironic\'s API is in every process within about twice '
+            'this long.'
         ),
     ),
     cfg.FloatOpt(
@@ -220,10 +226,12 @@ IRONIC_OPTS = [
         default=60.0,
         min=1.0,
         help=_(
-            'Seconds between two full reads of every node\'s tags, by every '
-            'process that places nodes: how deleted nodes are forgotten, and '
-            'the bound on how stale a node\'s tags can be whatever the '
-            'clocks of the hosts that write them.'
+            'Seconds between two full reads of every node\'s tags by the '
+            'one process that reads Ironic\'s database for the deployment: '
+            'how changes written elsewhere than through Ironic\'s API '
+            '(inspection rules, a direct database edit) and nodes deleted '
+            'by name are seen, i.e. the bound on how stale a node\'s tags '
+            'can be, plus one full read and one node_tags_interval.'
         ),
     ),
     cfg.FloatOpt(

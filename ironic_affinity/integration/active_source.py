@@ -32,8 +32,9 @@ failures alone: a process may make no lookup while the database is
 away (a conductor's periodic work fails earlier, on Ironic's own
 queries), and then its first read after the return is its first sight
 of the outage. So the source also asks when any reader sharing its
-database engine last failed (the node tag cache reads every few
-seconds, whatever the lookups): a read that succeeds after such a
+database engine last failed (the node tag cache reads or, where
+another process reads the nodes, probes it every few seconds, whatever
+the lookups): a read that succeeds after such a
 failure, while the read before it predates the failure, is the first
 read after an outage. An outage shorter than the tag cache's interval
 may pass unseen; it cannot age a heartbeat past Ironic's timeout

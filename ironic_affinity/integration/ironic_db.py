@@ -214,6 +214,19 @@ class IronicDatabase:
                 connection, heartbeat_timeout, self.sqlite, use_groups
             )
 
+    def probe(self) -> bool:
+        """Whether the database answers a statement that reads no table.
+
+        A failure is noted in :attr:`failed_at`, as any failure through
+        this engine is; nothing is raised.
+        """
+        try:
+            with self.engine.connect() as connection:
+                connection.exec_driver_sql('SELECT 1')
+        except sa.exc.SQLAlchemyError:
+            return False
+        return True
+
     def dispose(self) -> None:
         """Close every pooled connection."""
         self.engine.dispose()

@@ -333,6 +333,7 @@ class NodeTagCache:
             changed = self._read_changes(published, idents)
         else:
             changed = {}
+            self.database.probe()  # as a follower does, see _follow
         for number, bucket in changed.items():
             self._install(number, bucket)
         if changed:
@@ -374,6 +375,10 @@ class NodeTagCache:
 
     def _follow(self) -> None:
         self._published = None
+        # No row of the nodes table, but one statement: so that this
+        # process sees a database outage when it makes no lookup meanwhile
+        # (the active conductors' source reads failed_at).
+        self.database.probe()
         index = self.board.read_index()
         if index is None:
             if not self.loaded.is_set():

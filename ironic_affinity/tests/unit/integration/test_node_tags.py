@@ -38,6 +38,13 @@ class RefusingDatabase:
 
     sqlite = False
 
+    def __init__(self):
+        self.probes = 0
+
+    def probe(self):
+        self.probes += 1
+        return True
+
     @property
     def engine(self):
         raise AssertionError('a follower read the nodes table')
