@@ -48,7 +48,14 @@ Conductors listen from --first-rpc-port (8391 by default, clear of the
 end-to-end tests', the load test's and the soak's ports); each further
 ring takes the next block of ports. Every process is stopped and the
 database dropped at the end of each run. Nothing else should run on the
-machine meanwhile: the "rest of the machine" row shows what did.
+machine meanwhile: the "rest of the machine" and "other Ironic processes"
+rows show what did. PostgreSQL's CPU is given twice: every process of the
+server (which other databases share), and the backends of this
+deployment's database alone.
+
+The affinity ring needs three conductors or more: load.CONDUCTOR_TAGS has
+each node refused by one conductor of three, so that from three on the
+crash orphans no node.
 """
 
 import argparse
@@ -64,12 +71,14 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
 import redis
 import sqlalchemy as sa
 
+import ironic_affinity
 from ironic_affinity.tests.e2e import deployment
 from ironic_affinity.tests.e2e import load
 
@@ -78,6 +87,8 @@ FIRST_RPC_PORT = 8391
 # default of [affinity]node_tag_key.
 TAG_KEY = 'affinity_tags'
 NAME = 'scale-%06d'
+# The columns a copy of a node's row sets itself (see copy_node).
+COPY_SETS = ('id', 'uuid', 'name', 'extra', 'created_at')
 CLOCK_TICK = os.sysconf('SC_CLK_TCK')
 NODE_COUNTERS = ('seq_scan', 'seq_tup_read', 'idx_scan', 'idx_tup_fetch')
 
@@ -103,6 +114,8 @@ def _machine() -> dict[str, Any]:
         'postgres': _postgres_setting('server_version').split()[0],
         'postgres_max_connections': int(_postgres_setting('max_connections')),
         'redis': _redis_version(),
+        # The tree the processes import: the plugin, and this harness.
+        'plugin': os.path.dirname(ironic_affinity.__file__),
     }
 
 
@@ -139,14 +152,9 @@ def _stat(pid: int) -> list[str]:
         return []
 
 
-def _postgres_cpu() -> float:
-    """CPU seconds every PostgreSQL process has used so far.
-
-    The live processes' own time plus the postmaster's reaped children's
-    (cutime, cstime): a backend that ends inside the window, such as one
-    of this benchmark's own connections, still counts.
-    """
-    processes = {}
+def _postgres() -> dict[int, tuple[str, list[str]]]:
+    """pid -> (process title, stat fields) of every PostgreSQL process."""
+    found = {}
     for entry in os.listdir('/proc'):
         if not entry.isdigit():
             continue
@@ -154,11 +162,75 @@ def _postgres_cpu() -> float:
             with open('/proc/%s/comm' % entry) as handle:
                 if handle.read().strip() != 'postgres':
                     continue
+            with open('/proc/%s/cmdline' % entry, 'rb') as handle:
+                title = handle.read().decode(errors='replace')
         except (FileNotFoundError, ProcessLookupError):
             continue
         fields = _stat(int(entry))
         if fields:
-            processes[int(entry)] = fields
+            found[int(entry)] = (title, fields)
+    return found
+
+
+def _cpu(fields: list[str]) -> float:
+    """utime + stime of /proc/PID/stat's fields (see _stat), seconds."""
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICK
+
+
+class BackendCPU(threading.Thread):
+    """CPU seconds of one database's backends over a window.
+
+    The server is shared (other deployments, the end-to-end tests), so
+    this counts only the backends whose process title names the
+    database, looking every ``every`` seconds: Ironic's pools open and
+    close connections beyond their size during every power sync, and a
+    backend gone between two looks loses only its last moments.
+    """
+
+    def __init__(self, database: str, every: float = 1.0) -> None:
+        super().__init__(name='backend-cpu', daemon=True)
+        self.database = ' %s ' % database
+        self.every = every
+        self.done = threading.Event()
+        self.start_cpu = self._look()
+        self.last = dict(self.start_cpu)
+
+    def _look(self) -> dict[int, float]:
+        return {
+            pid: _cpu(fields)
+            for pid, (title, fields) in _postgres().items()
+            if self.database in title
+        }
+
+    def run(self) -> None:
+        while not self.done.wait(self.every):
+            self.last.update(self._look())
+
+    def stop(self) -> dict[str, float]:
+        self.done.set()
+        self.join()
+        alive = self._look()
+        self.last.update(alive)
+        return {
+            # A backend born in the window counts whole.
+            'cpu_seconds': sum(
+                cpu - self.start_cpu.get(pid, 0.0)
+                for pid, cpu in self.last.items()
+            ),
+            'at_end': len(alive),
+            'opened': len(set(self.last) - set(self.start_cpu)),
+            'closed': len(set(self.last) - set(alive)),
+        }
+
+
+def _postgres_cpu() -> float:
+    """CPU seconds every PostgreSQL process has used so far.
+
+    The live processes' own time plus the postmaster's reaped children's
+    (cutime, cstime): a backend that ends inside the window, such as one
+    of this benchmark's own connections, still counts.
+    """
+    processes = {pid: fields for pid, (_, fields) in _postgres().items()}
     ticks = 0
     for fields in processes.values():
         # utime, stime; and for the postmaster (whose parent is not a
@@ -167,6 +239,27 @@ def _postgres_cpu() -> float:
         if int(fields[1]) not in processes:
             ticks += int(fields[13]) + int(fields[14])
     return ticks / CLOCK_TICK
+
+
+def _foreign_ironic(ours: set[int]) -> int:
+    """How many Ironic processes (by command line) run on this machine
+    that are not ``ours``: another deployment's, whose load skews the
+    figures of this one."""
+    found = 0
+    for entry in os.listdir('/proc'):
+        if not entry.isdigit() or int(entry) in ours:
+            continue
+        try:
+            with open('/proc/%s/comm' % entry) as handle:
+                # PostgreSQL's backends name their database.
+                if handle.read().strip() == 'postgres':
+                    continue
+            with open('/proc/%s/cmdline' % entry, 'rb') as handle:
+                if b'ironic' in handle.read():
+                    found += 1
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return found
 
 
 def _machine_cpu() -> tuple[float, float]:
@@ -245,8 +338,7 @@ def copy_node(database_url: str, node: str, count: int) -> None:
         kept = [
             '"%s"' % column['name']
             for column in sa.inspect(engine).get_columns('nodes')
-            if column['name'] not in ('id', 'uuid', 'name', 'extra')
-            and column['name'] != 'created_at'
+            if column['name'] not in COPY_SETS
         ]
         insert = sa.text(
             'INSERT INTO nodes (uuid, name, extra, created_at, %s) '
@@ -344,9 +436,10 @@ class Snapshot:
     at: float
     # pg_stat_user_tables of the nodes table, by NODE_COUNTERS.
     nodes: dict[str, int]
-    # Connections to the deployment's database, this one left out.
-    connections: int
+    # Every PostgreSQL process's CPU seconds (the server is shared).
     postgres_cpu: float
+    # Ironic processes on the machine not of this deployment.
+    foreign: int
     # Redis command name -> calls so far.
     redis_calls: dict[str, int]
     redis_cpu: float
@@ -385,18 +478,14 @@ class Probe:
                     % ', '.join('coalesce(%s, 0)' % c for c in NODE_COUNTERS)
                 )
             ).one()
-            connections = connection.execute(
-                sa.text(
-                    'SELECT count(*) - 1 FROM pg_stat_activity '
-                    'WHERE datname = current_database()'
-                )
-            ).scalar_one()
         calls = self.redis.info('commandstats')
         return Snapshot(
             at=at,
             nodes=dict(zip(NODE_COUNTERS, map(int, row), strict=True)),
-            connections=int(connections),
             postgres_cpu=_postgres_cpu(),
+            foreign=_foreign_ironic(
+                {p for ps in self.pids.values() for p in ps}
+            ),
             redis_calls={
                 name[len('cmdstat_') :]: int(stats['calls'])
                 for name, stats in calls.items()
@@ -423,7 +512,10 @@ def _percent(seconds: float, window: float) -> float:
 
 
 def idle_figures(
-    start: Snapshot, end: Snapshot, memory: dict[str, dict[str, float]]
+    start: Snapshot,
+    end: Snapshot,
+    memory: dict[str, dict[str, float]],
+    backends: dict[str, float],
 ) -> dict[str, Any]:
     window = end.at - start.at
     nodes = {
@@ -456,8 +548,13 @@ def idle_figures(
             nodes['seq_tup_read'] + nodes['idx_tup_fetch'], 1
         ),
         'nodes_per_second': nodes,
-        'postgres_connections': end.connections,
+        'postgres_connections': backends['at_end'],
+        'postgres_connections_opened': backends['opened'],
+        'postgres_connections_closed': backends['closed'],
         'postgres_cpu_percent': _percent(postgres, window),
+        'postgres_backends_cpu_percent': _percent(
+            backends['cpu_seconds'], window
+        ),
         'redis_ops_per_second': round(sum(redis_ops.values()), 2),
         'redis_ops_by_command': redis_ops,
         'redis_cpu_percent': _percent(redis_cpu, window),
@@ -472,22 +569,28 @@ def idle_figures(
         'machine_cpu_percent': round(
             100 * busy / (end.machine[1] - start.machine[1]), 2
         ),
-        # Everything else: this benchmark, and whatever else ran.
+        # Everything else: this benchmark, PostgreSQL's shared processes
+        # and whatever else ran.
         'rest_cpu_percent': _percent(
-            busy - postgres - redis_cpu - sum(cpu.values()), window
+            busy - backends['cpu_seconds'] - redis_cpu - sum(cpu.values()),
+            window,
         ),
         'loadavg_1min_at_end': round(os.getloadavg()[0], 2),
+        'foreign_ironic_processes': max(start.foreign, end.foreign),
     }
 
 
 def measure_idle(dep: deployment.Deployment, window: float) -> dict[str, Any]:
     probe = Probe(dep)
+    backends = BackendCPU(dep.dbname)
     try:
+        backends.start()
         start = probe.snapshot()
         time.sleep(window)
         end = probe.snapshot()
-        return idle_figures(start, end, probe.memory())
+        return idle_figures(start, end, probe.memory(), backends.stop())
     finally:
+        backends.done.set()
         probe.close()
 
 
@@ -644,7 +747,18 @@ IDLE_ROWS = (
     ('sequential scans of nodes/s', ('nodes_per_second', 'seq_scan'), '%.2f'),
     ('index scans of nodes/s', ('nodes_per_second', 'idx_scan'), '%.2f'),
     ('PostgreSQL CPU, % of one core', ('postgres_cpu_percent',), '%.2f'),
-    ('connections to the database', ('postgres_connections',), '%d'),
+    (
+        '  of which this database\'s backends',
+        ('postgres_backends_cpu_percent',),
+        '%.2f',
+    ),
+    (
+        'connections to the database at the end',
+        ('postgres_connections',),
+        '%d',
+    ),
+    ('  opened in the window', ('postgres_connections_opened',), '%d'),
+    ('  closed in the window', ('postgres_connections_closed',), '%d'),
     ('Redis operations/s', ('redis_ops_per_second',), '%.2f'),
     ('Redis CPU, % of one core', ('redis_cpu_percent',), '%.2f'),
     ('API CPU, % of one core', ('api', 'cpu_percent'), '%.2f'),
@@ -655,6 +769,7 @@ IDLE_ROWS = (
     ('machine CPU, % of all cores', ('machine_cpu_percent',), '%.2f'),
     ('rest of the machine, % of one core', ('rest_cpu_percent',), '%.2f'),
     ('load average (1 min) at the end', ('loadavg_1min_at_end',), '%.2f'),
+    ('other Ironic processes running', ('foreign_ironic_processes',), '%d'),
 )
 # Over the conductors, mean (min-max): (label, figure, format)
 CONDUCTOR_ROWS = (
@@ -740,6 +855,14 @@ def render(results: list[dict[str, Any]], setup: dict[str, Any]) -> str:
         '%(python)s, Ironic %(ironic)s, PostgreSQL %(postgres)s '
         '(max_connections %(postgres_max_connections)d), Redis %(redis)s'
         % setup,
+        'Plugin from %(plugin)s' % setup,
+    ]
+    if any(r['idle']['foreign_ironic_processes'] for r in results):
+        lines.append(
+            'WARNING: another Ironic ran on this machine during a window '
+            '(see "other Ironic processes"): its load is in the figures.'
+        )
+    lines += [
         '',
         _row('', [names.get(r['ring'], r['ring']) for r in results]),
     ]
@@ -799,8 +922,13 @@ def main() -> int:
     parser.add_argument('--first-rpc-port', type=int, default=FIRST_RPC_PORT)
     parser.add_argument('--json', metavar='FILE', help='write results here')
     args = parser.parse_args()
+    managers = args.managers.split(',')
     if args.conductors < 2:
         parser.error('--conductors below 2: none left to fail over to')
+    if args.conductors < 3 and 'affinity' in managers:
+        # load.CONDUCTOR_TAGS: each node is refused by one conductor of
+        # three, so that from three on a crash orphans nothing.
+        parser.error('--conductors below 3: the crash would orphan nodes')
     if args.first_rpc_port < load.FIRST_RPC_PORT:
         parser.error('--first-rpc-port below %d' % load.FIRST_RPC_PORT)
     setup = dict(
@@ -816,7 +944,7 @@ def main() -> int:
     # Each ring's conductors on ports of their own, in blocks of ten.
     block = 10 * -(-args.conductors // 10)
     results = []
-    for offset, manager in enumerate(args.managers.split(',')):
+    for offset, manager in enumerate(managers):
         port = args.first_rpc_port + block * offset
         results.append(run(manager, args, port))
     print()

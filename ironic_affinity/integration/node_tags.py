@@ -270,8 +270,10 @@ class NodeTagCache:
             else:
                 self._follow()
         except sa.exc.SQLAlchemyError as exc:
-            # Only the holder reads the database: it keeps the lock and
-            # publishes again once the database answers.
+            # Only the holder reads the database: it keeps the lock and,
+            # once the database answers, reads every node, since the
+            # notices it had taken may not have been read.
+            self._last_full = None
             self._database_outage.failed(
                 'Cannot read node affinity tags from the database '
                 '(%(error)s); placing with the last known tags of '
@@ -312,11 +314,6 @@ class NodeTagCache:
         idents, missed = self._notices.new(entries)
         published = self._published
         if published is None or missed or self.full_due_in() <= 0:
-            if published is None:
-                LOG.info(
-                    'This process now reads node affinity tags from the '
-                    'database for the whole deployment'
-                )
             rows = self._read_all()
             self._notices.prime(entries)
             self._last_full = started
@@ -339,6 +336,12 @@ class NodeTagCache:
         if changed:
             # Digests as installed: what readers compute of the same.
             self.board.publish(changed, list(self._digests))
+        if published is None:
+            LOG.info(
+                'This process now reads node affinity tags from the '
+                'database for the whole deployment, and publishes them '
+                'on the coordination backend'
+            )
         self.loaded.set()
 
     def _read_changes(

@@ -23,7 +23,8 @@ Every process that places nodes reports, under the prefix
 ``membership.read_errors`` (counter)
     Failed reads of the group since the previous report.
 ``node_tags.refresh`` (timer, ms) and ``node_tags.rows`` (gauge)
-    Each read of the node tag cache: how long, and how many rows.
+    Each refresh of the node tag cache: how long, and how many nodes it
+    then holds.
 
 API processes also place every node once per report (one read of
 Ironic's nodes), and report:
@@ -109,10 +110,10 @@ class PlacementReporter:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def observe_tags(self, seconds: float, rows: int, full: bool) -> None:
+    def observe_tags(self, seconds: float, nodes: int, full: bool) -> None:
         """A node tag cache refresh (its observer)."""
         self.sink.send_timer('node_tags.refresh', seconds * 1000.0)
-        self.sink.send_gauge('node_tags.rows', rows)
+        self.sink.send_gauge('node_tags.rows', nodes)
 
     def start(self) -> None:
         self._thread = threading.Thread(

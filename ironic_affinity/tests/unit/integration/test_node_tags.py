@@ -301,19 +301,25 @@ class NodeTagCacheTestCase(fakes.BackendTestCase):
     def test_database_outage_keeps_the_lock_and_the_tags(self):
         reader = self.cache()
         reader.poll()
-        self.clock.advance(RESCAN)
+        # Written just before the outage: its notice is taken during it.
+        self.write(1, 'rack12')
         failing = sa.create_engine('sqlite:////nonexistent/dir/nodes.db')
         self.addCleanup(failing.dispose)
         real = self.database.engine
         self.database.engine = failing
-        reader.poll()
-        reader.poll()
+        for _ in range(3):
+            self.clock.advance(INTERVAL)
+            reader.poll()
         self.assertTrue(reader.leading)
         self.assertEqual(frozenset({'rack1'}), reader.get(self.uuid(1)))
         self.assertEqual(1, len(self.lines('WARNING')), self.log.output)
         self.database.engine = real
+        self.clock.advance(INTERVAL)
         reader.poll()
+        # Not left to the next full read, a minute away.
         self.assertTrue(reader.last_full)
+        self.assertEqual(frozenset({'rack12'}), reader.get(self.uuid(1)))
+        self.assertIn('readable from the database again', self.log.output)
 
     def test_bad_tags_are_warned_once_by_the_reader_alone(self):
         with self.database.engine.begin() as connection:
