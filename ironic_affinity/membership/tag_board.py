@@ -215,8 +215,14 @@ class TagBoard:
         if self._lock is not None:
             self.calls += 2
             client.heartbeat()
+            # Redis and etcd locks expire unless refreshed; ZooKeeper's
+            # and file locks last as long as their session or process.
+            refresh = getattr(self._lock, 'heartbeat', None)
             try:
-                kept = self._lock.heartbeat()
+                if refresh is not None:
+                    kept = refresh()
+                else:
+                    kept = self._lock.is_still_owner()
             except coordination.ToozError:
                 kept = False
             if kept is False:
