@@ -177,6 +177,8 @@ class NodeTagCache:
         self._thread: threading.Thread | None = None
         self._backend_outage = outage.Outage(LOG, clock)
         self._database_outage = outage.Outage(LOG, clock)
+        # Where the tags in use were read from, for the start's log line.
+        self._source = ''
         #: Set once every node's tags have been read at least once.
         self.loaded = threading.Event()
         #: Bumped whenever any node's tags change, for callers' caches.
@@ -203,26 +205,37 @@ class NodeTagCache:
         the database: a process's first lookups (a conductor's first
         power sync, the API's first request) find them in memory.
         """
+        started = self._clock()
         self._thread = threading.Thread(
             target=self._run, name='affinity-node-tags', daemon=True
         )
         self._thread.start()
-        if not self.loaded.wait(self.warm_timeout):
-            LOG.warning(
-                'Node affinity tags not read from the coordination backend '
-                'within %(timeout)s s of start; reading them from the '
-                'database',
-                {'timeout': self.warm_timeout},
+        if self.loaded.wait(self.warm_timeout):
+            LOG.info(
+                'Affinity tags of %(count)d nodes read %(seconds).2f s after '
+                'start, %(how)s',
+                {
+                    'count': len(self),
+                    'seconds': self._clock() - started,
+                    'how': self._source,
+                },
             )
-            try:
-                self._install_all(self._read_all())
-            except sa.exc.SQLAlchemyError as exc:
-                LOG.error(
-                    'Cannot read node affinity tags from the database '
-                    'either (%(error)s): nodes are placed as not yet '
-                    'known until one of them answers',
-                    {'error': _reason(exc)},
-                )
+            return
+        LOG.warning(
+            'Node affinity tags not read from the coordination backend '
+            'within %(timeout)s s of start; reading them from the '
+            'database',
+            {'timeout': self.warm_timeout},
+        )
+        try:
+            self._install_all(self._read_all())
+        except sa.exc.SQLAlchemyError as exc:
+            LOG.error(
+                'Cannot read node affinity tags from the database '
+                'either (%(error)s): nodes are placed as not yet '
+                'known until one of them answers',
+                {'error': _reason(exc)},
+            )
 
     def stop(self) -> None:
         self._stop.set()
@@ -336,6 +349,7 @@ class NodeTagCache:
         if changed:
             # Digests as installed: what readers compute of the same.
             self.board.publish(changed, list(self._digests))
+        self._source = 'from the database, for the whole deployment'
         if published is None:
             LOG.info(
                 'This process now reads node affinity tags from the '
@@ -400,6 +414,7 @@ class NodeTagCache:
                 continue
             self._install(number, found)
         if complete:
+            self._source = 'from the coordination backend'
             self.loaded.set()
 
     # Reading and installing
@@ -427,6 +442,7 @@ class NodeTagCache:
             fresh[tag_board.bucket_of(uuid)][uuid] = text
         for number, bucket in enumerate(fresh):
             self._install(number, bucket)
+        self._source = 'from the database, for this process alone'
         self.loaded.set()
 
     def _install(self, number: int, bucket: tag_board.Bucket) -> None:

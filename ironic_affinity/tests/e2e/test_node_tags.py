@@ -30,6 +30,8 @@ RESCAN = 10
 # node_tags_interval's default.
 INTERVAL = 2.0
 READER = 'now reads node affinity tags from the database'
+WARM = 's after start, from the'
+POWER_SYNC = 'for power state sync'
 CONDUCTORS = {
     1: {'soft_affinity_tags': 'rack1:5'},
     2: {'soft_affinity_tags': 'rack2:5'},
@@ -73,6 +75,13 @@ class NodeTagsTestCase(base.TestCase):
 
         readers = [name for name in dep.processes if READER in dep.log(name)]
         self.assertEqual(1, len(readers), readers)
+        # Warm at start: every process read the tags when it started,
+        # each conductor before its first power sync.
+        for name in dep.processes:
+            log = dep.log(name)
+            self.assertIn(WARM, log, name)
+            if name.startswith('conductor'):
+                self.assertLess(log.index(WARM), log.index(POWER_SYNC), name)
         base.record(
             case='node tags freshness',
             through_api_seconds=round(through_api, 2),

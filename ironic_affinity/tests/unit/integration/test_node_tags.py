@@ -345,6 +345,11 @@ class NodeTagCacheTestCase(fakes.BackendTestCase):
         follower = self.cache(RefusingDatabase(), name='b')
         follower.start()
         self.assertEqual(frozenset({'rack9'}), follower.get(self.uuid(9)))
+        self.assertIn(
+            'Affinity tags of 10 nodes read 0.00 s after start, from the '
+            'coordination backend',
+            self.log.output,
+        )
 
     def test_start_reads_the_database_when_the_backend_is_down(self):
         self.backend.go_down()
