@@ -13,15 +13,18 @@
 """What the node-tag cache costs at 100,000 nodes, on Ironic's schema.
 
 Creates a scratch PostgreSQL database with Ironic's own schema
-(ironic-dbsync), inserts N nodes with affinity tags in ``extra``, and
-times the cache: the first full read, a fast refresh when nothing
-changed, a fast refresh after 100 nodes changed, and the periodic full
-re-read of uuid and extra of every node (which bounds staleness whatever
-the writers' clocks), with nothing changed and after 100 nodes changed
-with stamps 5 minutes in the past; wall and CPU time of each, and the
-memory the cache holds. The database is dropped at the end.
+(ironic-dbsync), inserts N nodes with affinity tags in ``extra``, starts
+a Redis server of its own, and times two caches of one deployment: the
+holder of the reader's lock, which reads the table and publishes, and a
+follower, which reads what it published. For each: the first read (the
+holder's full read and publication; the follower's read of every
+bucket), an idle refresh, a refresh after 100 nodes changed through the
+API (their change notices), the holder's periodic full read, and the
+takeover after the holder stops; rows read, buckets read, backend calls,
+wall and CPU time, the memory the cache holds, and a lookup. The
+database is dropped at the end.
 
-Needs Ironic installed (tox -e e2e has it)::
+Needs Ironic and redis-server installed (tox -e e2e has the former)::
 
     python tools/measure_node_tags.py [--nodes 100000]
 """
@@ -41,7 +44,11 @@ import uuid
 
 import sqlalchemy as sa
 
+from ironic_affinity.integration import ironic_db
 from ironic_affinity.integration import node_tags
+from ironic_affinity.membership import change_notices
+from ironic_affinity.membership import tag_board
+from ironic_affinity.tests.functional import servers
 
 POSTGRES = os.environ.get(
     'IRONIC_AFFINITY_E2E_POSTGRES', 'postgresql+psycopg2://postgres@127.0.0.1'
@@ -74,6 +81,128 @@ class _Clock:
 
     def __call__(self) -> float:
         return time.monotonic() + self.offset
+
+
+API_GROUP = 'measure.api'
+
+
+def _cache(url: str, backend: str, name: str, clock: _Clock):  # type: ignore[no-untyped-def]
+    database = ironic_db.IronicDatabase(url)
+    return node_tags.NodeTagCache(
+        database,
+        tag_board.TagBoard(backend, 'measure', name, 5),
+        'affinity_tags',
+        2.0,
+        60.0,
+        API_GROUP,
+        clock=clock,
+    )
+
+
+def _measure(args, url, engine, uuids, rng, backend) -> None:  # type: ignore[no-untyped-def]
+    clock = _Clock()
+    rss_before = _rss_mib()
+    holder = _cache(url, backend, 'holder', clock)
+    first = _timed_cpu(holder.poll)
+    assert holder.leading
+    print(
+        'holder, first full read and publication: %7.0f ms wall, %5.0f ms '
+        'CPU (%d rows; %d backend calls)'
+        % (first[0] * 1e3, first[1] * 1e3, holder.last_rows,
+           holder.board.calls)
+    )  # fmt: skip
+    print(
+        'cache memory (max RSS growth of this process): %5.1f MiB'
+        % (_rss_mib() - rss_before)
+    )
+    follower = _cache(url, backend, 'follower', clock)
+    warm = _timed_cpu(follower.poll)
+    print(
+        'follower, first read of every bucket:    %7.0f ms wall, %5.0f ms '
+        'CPU (%d rows; %d buckets; %d backend calls; %d nodes)'
+        % (warm[0] * 1e3, warm[1] * 1e3, follower.last_rows,
+           follower.buckets_read, follower.board.calls, len(follower))
+    )  # fmt: skip
+    calls = (holder.board.calls, follower.board.calls)
+    idle_holder = min(_timed(holder.poll) for _ in range(5))
+    buckets = follower.buckets_read
+    idle_follower = min(_timed(follower.poll) for _ in range(5))
+    print(
+        'idle refresh: holder %.1f ms (%d rows; %.1f backend calls each), '
+        'follower %.1f ms (%d rows; %d buckets; %.1f backend calls each)'
+        % (idle_holder * 1e3, holder.last_rows,
+           (holder.board.calls - calls[0]) / 5, idle_follower * 1e3,
+           follower.last_rows, follower.buckets_read - buckets,
+           (follower.board.calls - calls[1]) / 5)
+    )  # fmt: skip
+
+    # 100 nodes changed through the API: their notices, as the middleware
+    # publishes them in one API process's entry.
+    picked = rng.sample(uuids, 100)
+    with engine.begin() as connection:
+        connection.execute(
+            sa.text("UPDATE nodes SET extra = :extra WHERE uuid = ANY(:u)"),
+            {'extra': json.dumps({'affinity_tags': 'rack99'}), 'u': picked},
+        )
+    notices = change_notices.ChangeNotices()
+    api = tag_board.TagBoard(backend, 'measure', 'api', 5)
+    api_client = api._started()  # a client of the API process's own
+    api_client.create_group(API_GROUP.encode()).get()
+    for start in range(0, len(picked), change_notices.KEPT):
+        for u in picked[start : start + change_notices.KEPT]:
+            notices.record(u)
+        caps = notices.capabilities()
+        if start == 0:
+            api_client.join_group(API_GROUP.encode(), caps).get()
+        else:
+            api_client.update_capabilities(API_GROUP.encode(), caps).get()
+        busy = _timed_cpu(holder.poll)
+        buckets = follower.buckets_read
+        seen = _timed_cpu(follower.poll)
+        print(
+            'after %d notices: holder %.1f ms (%d rows), follower %.1f ms '
+            '(%d buckets)'
+            % (len(picked[start : start + change_notices.KEPT]),
+               busy[0] * 1e3, holder.last_rows, seen[0] * 1e3,
+               follower.buckets_read - buckets)
+        )  # fmt: skip
+    updated = all(follower.get(u) == frozenset({'rack99'}) for u in picked)
+    print('follower has the 100 changes: %s' % updated)
+
+    def full() -> None:
+        clock.offset += 60.0
+        holder.poll()
+        assert holder.last_full
+
+    walls, cpus = [], []
+    for _ in range(5):
+        wall, cpu = _timed_cpu(full)
+        walls.append(wall)
+        cpus.append(cpu)
+    print(
+        'holder full re-read, nothing changed: min %.0f ms, median %.0f ms '
+        'wall; median %.0f ms CPU (%d rows)'
+        % (min(walls) * 1e3, statistics.median(walls) * 1e3,
+           statistics.median(cpus) * 1e3, holder.last_rows)
+    )  # fmt: skip
+    holder.stop()
+    buckets = follower.buckets_read
+    takeover = _timed_cpu(follower.poll)
+    print(
+        'takeover after a clean stop: %.0f ms wall, %.0f ms CPU (leading '
+        '%s; %d rows; %d buckets read again)'
+        % (takeover[0] * 1e3, takeover[1] * 1e3, follower.leading,
+           follower.last_rows, follower.buckets_read - buckets)
+    )  # fmt: skip
+    lookups = time.perf_counter()
+    for u in uuids:
+        follower.get(u)
+    print(
+        'lookup: %.2f us each'
+        % ((time.perf_counter() - lookups) / len(uuids) * 1e6)
+    )
+    follower.stop()
+    api.stop()
 
 
 def main() -> int:
@@ -152,93 +281,12 @@ def main() -> int:
             % (args.nodes, time.perf_counter() - start)
         )
 
-        rss_before = _rss_mib()
-        clock = _Clock()
-        cache = node_tags.NodeTagCache(
-            url, 'affinity_tags', 2.0, 60.0, clock=clock
-        )
-        first = _timed(cache.refresh)
-        print(
-            'first full read:            %8.1f ms  (%d rows, %d cached)'
-            % (first * 1e3, cache.last_rows, len(cache))
-        )
-        print(
-            'cache memory (max RSS growth): %5.1f MiB'
-            % (_rss_mib() - rss_before)
-        )
-        idle = min(_timed(cache.refresh) for _ in range(5))
-        print(
-            'fast refresh, nothing changed:   %8.1f ms  (%d rows)'
-            % (idle * 1e3, cache.last_rows)
-        )
-
-        def change(extra: str, behind: datetime.timedelta) -> list[str]:
-            picked = rng.sample(uuids, 100)
-            with engine.begin() as connection:
-                connection.execute(
-                    sa.text(
-                        "UPDATE nodes SET extra = :extra, updated_at = :now "
-                        "WHERE uuid = ANY(:uuids)"
-                    ),
-                    {
-                        'extra': json.dumps({'affinity_tags': extra}),
-                        'now': datetime.datetime.utcnow() - behind,
-                        'uuids': picked,
-                    },
-                )
-            return picked
-
-        def seen(picked: list[str], tag: str) -> str:
-            return (
-                'updated'
-                if all(cache.get(u) == frozenset({tag}) for u in picked)
-                else 'NOT updated'
-            )
-
-        changed = change('rack99', datetime.timedelta(0))
-        busy = _timed(cache.refresh)
-        print(
-            'fast refresh, 100 nodes changed: %8.1f ms  (%d rows, tags %s)'
-            % (busy * 1e3, cache.last_rows, seen(changed, 'rack99'))
-        )
-
-        def full() -> None:
-            clock.offset += 60.0
-            cache.refresh()
-            assert cache.last_full
-
-        walls, cpus = [], []
-        for _ in range(5):
-            wall, cpu = _timed_cpu(full)
-            walls.append(wall)
-            cpus.append(cpu)
-        print(
-            'full re-read, nothing changed: min %.0f ms, median %.0f ms '
-            'wall; median %.0f ms CPU  (%d rows)'
-            % (
-                min(walls) * 1e3,
-                statistics.median(walls) * 1e3,
-                statistics.median(cpus) * 1e3,
-                cache.last_rows,
-            )
-        )
-        lagging = change('rack98', datetime.timedelta(minutes=5))
-        cache.refresh()
-        missed = seen(lagging, 'rack98')
-        wall, cpu = _timed_cpu(full)
-        print(
-            'writer 5 min behind: fast refresh tags %s; full re-read '
-            '%.0f ms wall, %.0f ms CPU, tags %s'
-            % (missed, wall * 1e3, cpu * 1e3, seen(lagging, 'rack98'))
-        )
-        lookups = time.perf_counter()
-        for u in uuids:
-            cache.get(u)
-        print(
-            'lookup:                     %8.2f us each'
-            % ((time.perf_counter() - lookups) / len(uuids) * 1e6)
-        )
-        cache.stop()
+        redis = servers.RedisServer()
+        redis.setUp()
+        try:
+            _measure(args, url, engine, uuids, rng, redis.url)
+        finally:
+            redis.cleanUp()
         engine.dispose()
     finally:
         with admin.connect() as connection:
