@@ -223,7 +223,7 @@ IRONIC_OPTS = [
     ),
     cfg.FloatOpt(
         'node_tags_rescan_interval',
-        default=60.0,
+        default=120.0,
         min=1.0,
         help=_(
             'Seconds between two full reads of every node\'s tags by the '

@@ -50,6 +50,16 @@ class Answer:
             return None
 
 
+def drain(result: Iterable[bytes]) -> bytes:
+    """A WSGI application's whole answer, closed as WSGI requires."""
+    try:
+        return b''.join(result)
+    finally:
+        close = getattr(result, 'close', None)
+        if close is not None:
+            close()
+
+
 def get(
     app: WSGIApp,
     environ: dict[str, Any],
@@ -82,13 +92,7 @@ def get(
         started.append((status, list(headers)))
         return lambda data: None
 
-    result = app(request, start_response)
-    try:
-        body = b''.join(result)
-    finally:
-        close = getattr(result, 'close', None)
-        if close is not None:
-            close()
+    body = drain(app(request, start_response))
     if not started:
         return Answer('500 Internal Server Error', [], body)
     status, headers = started[-1]

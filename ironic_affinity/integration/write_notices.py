@@ -26,6 +26,7 @@ import json
 from typing import Any
 
 from ironic_affinity.integration import door
+from ironic_affinity.integration import subrequest
 
 # Node documents are a few KB; an answer far larger is not one.
 MAX_ANSWER = 1024 * 1024
@@ -63,13 +64,7 @@ class WriteNotices:
         # Read the answer whole before looking at its status: a WSGI
         # application may call start_response only once iterated. Node
         # writes answer one node's document at most.
-        answer = self.app(environ, remember)
-        try:
-            body = b''.join(answer)
-        finally:
-            close = getattr(answer, 'close', None)
-            if close is not None:
-                close()
+        body = subrequest.drain(self.app(environ, remember))
         if status and status[0].startswith('2'):
             found = None
             if method != 'DELETE' and len(body) <= MAX_ANSWER:
