@@ -116,6 +116,14 @@ def _reason(exc: Exception) -> str:
     return ' '.join(text.split()) or type(exc).__name__
 
 
+def _bucketed(rows: Iterable[tuple[str, str]]) -> list[tag_board.Bucket]:
+    """(uuid, tags as text) rows split into the published buckets."""
+    buckets: list[tag_board.Bucket] = [{} for _ in range(BUCKETS)]
+    for uuid, text in rows:
+        buckets[tag_board.bucket_of(uuid)][uuid] = text
+    return buckets
+
+
 def _is_uuid(ident: str) -> bool:
     # Ironic reads an identifier shaped like a uuid as one, never as a
     # name.
@@ -330,9 +338,7 @@ class NodeTagCache:
             rows = self._read_all()
             self._notices.prime(entries)
             self._last_full = started
-            fresh: list[tag_board.Bucket] = [{} for _ in range(BUCKETS)]
-            for uuid, text in rows:
-                fresh[tag_board.bucket_of(uuid)][uuid] = text
+            fresh = _bucketed(rows)
             changed = {
                 number: bucket
                 for number, bucket in enumerate(fresh)
@@ -437,10 +443,7 @@ class NodeTagCache:
         return rows
 
     def _install_all(self, rows: Iterable[tuple[str, str]]) -> None:
-        fresh: list[tag_board.Bucket] = [{} for _ in range(BUCKETS)]
-        for uuid, text in rows:
-            fresh[tag_board.bucket_of(uuid)][uuid] = text
-        for number, bucket in enumerate(fresh):
+        for number, bucket in enumerate(_bucketed(rows)):
             self._install(number, bucket)
         self._source = 'from the database, for this process alone'
         self.loaded.set()
