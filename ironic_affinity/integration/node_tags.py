@@ -302,6 +302,16 @@ class NodeTagCache:
                 {'error': _reason(exc), 'count': len(self)},
             )
             return
+        except tag_board.LockLost:
+            # Stalled past the member timeout mid-publication: another
+            # process may hold the lock and read the table now.
+            self._published = None
+            LOG.warning(
+                'Lost the lock of the node affinity tags reader while '
+                'publishing (a stall longer than [affinity]member_timeout'
+                '); another process takes over the reading'
+            )
+            return
         except Exception as exc:  # noqa: BLE001 - keep serving
             self.board.discard()
             self._published = None
@@ -431,6 +441,8 @@ class NodeTagCache:
         rows: list[tuple[str, str]] = []
         with self.database.engine.connect() as connection:
             for batch in _batches(connection):
+                # A read of every node can outlast the lock on a busy host.
+                self.board.keep_leading()
                 for uuid, extra in batch:
                     text = self._canonical(uuid, extra)
                     rows.append((uuid, interned.setdefault(text, text)))

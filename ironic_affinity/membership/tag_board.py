@@ -36,6 +36,14 @@ The holder's entries expire with its heartbeats (the member timeout), and
 its lock with them, so another process takes over within that time. For
 the short while two holders' entries coexist, readers follow the index
 entry that took the lock last.
+
+A full read and its publication can outlast the member timeout on a busy
+host (20,000 nodes took 3.5 s to read and longer to publish under
+power-sync load, against a 5 s timeout): the holder renews the lock
+between batches and buckets (:meth:`TagBoard.keep_leading`). Without
+that the lock expired mid-publication, the next process took it and had
+to read and publish everything in turn, and so on: the table was read in
+full every few seconds.
 """
 
 from collections.abc import Mapping
@@ -88,6 +96,10 @@ def bucket_group(group: str, bucket: int) -> bytes:
 
 def lock_name(group: str) -> bytes:
     return ('%s.node-tags-reader' % group).encode('utf-8')
+
+
+class LockLost(Exception):
+    """The reader's lock expired in the middle of a publication."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,12 +165,20 @@ class TagBoard:
         member_id: str,
         timeout: int,
         wall_clock: Any = time.time,
+        clock: Any = time.monotonic,
     ) -> None:
+        """:param timeout: the member timeout, which is also the lock's.
+        :param wall_clock: seconds since the epoch, for the index's time
+            of taking the lock, which every host compares.
+        :param clock: monotonic seconds, for the lock's renewals.
+        """
         self.url = url
         self.group = group
         self.member_id = member_id
         self.timeout = timeout
         self._wall_clock = wall_clock
+        self._clock = clock
+        self._renewed = 0.0
         self._client: coordination.CoordinationDriver | None = None
         self._lock: Any = None
         self._joined: set[bytes] = set()
@@ -213,30 +233,49 @@ class TagBoard:
         """
         client = self._started()
         if self._lock is not None:
-            self.calls += 2
-            client.heartbeat()
-            # Redis and etcd locks expire unless refreshed; ZooKeeper's
-            # and file locks last as long as their session or process.
-            refresh = getattr(self._lock, 'heartbeat', None)
-            try:
-                if refresh is not None:
-                    kept = refresh()
-                else:
-                    kept = self._lock.is_still_owner()
-            except coordination.ToozError:
-                kept = False
-            if kept is False:
-                # Someone else may hold it now: stop publishing, and let
-                # our entries go with this client.
-                self.discard()
+            self._renew(client)
             return self._lock is not None
         lock = client.get_lock(lock_name(self.group))
         self.calls += 1
         if lock.acquire(blocking=False):
             self._lock = lock
             self._since = self._wall_clock()
+            self._renewed = self._clock()
             client.heartbeat()
         return self._lock is not None
+
+    def keep_leading(self) -> bool:
+        """Renew the lock in the middle of a long read or publication,
+        at most every quarter of the timeout; a no-op for a reader.
+
+        :returns: whether this process still holds the lock.
+        :raises: tooz errors when the backend cannot be reached.
+        """
+        if self._lock is None or self._client is None:
+            return False
+        if self._clock() - self._renewed >= self.timeout / 4:
+            self._renew(self._client)
+        return self._lock is not None
+
+    def _renew(self, client: coordination.CoordinationDriver) -> None:
+        self.calls += 2
+        client.heartbeat()
+        # Redis and etcd locks expire unless refreshed; ZooKeeper's
+        # and file locks last as long as their session or process.
+        refresh = getattr(self._lock, 'heartbeat', None)
+        try:
+            if refresh is not None:
+                kept = refresh()
+            else:
+                kept = self._lock.is_still_owner()
+        except coordination.ToozError:
+            kept = False
+        if kept is False:
+            # Someone else may hold it now: stop publishing, and let
+            # our entries go with this client.
+            self.discard()
+        else:
+            self._renewed = self._clock()
 
     def _join(self, group: bytes, capabilities: dict[str, Any]) -> None:
         client = self._started()
@@ -271,8 +310,14 @@ class TagBoard:
         self, buckets: Mapping[int, Bucket], digests: list[str]
     ) -> None:
         """Publish these buckets, then the index of every digest: a
-        reader that sees the new index finds the new buckets."""
+        reader that sees the new index finds the new buckets.
+
+        :raises: LockLost when the lock expired meanwhile: the index is
+            not published, and the next holder publishes anew.
+        """
         for number, nodes in sorted(buckets.items()):
+            if not self.keep_leading():
+                raise LockLost()
             self._join(
                 bucket_group(self.group, number),
                 {'format': FORMAT_VERSION, 'nodes': dict(nodes)},

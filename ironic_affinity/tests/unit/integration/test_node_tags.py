@@ -85,7 +85,12 @@ class NodeTagCacheTestCase(fakes.BackendTestCase):
         cache = node_tags.NodeTagCache(
             self.database if database is None else database,
             tag_board.TagBoard(
-                'redis://x', GROUP, name, 5, wall_clock=self.clock
+                'redis://x',
+                GROUP,
+                name,
+                5,
+                wall_clock=self.clock,
+                clock=self.clock,
             ),
             'affinity_tags',
             INTERVAL,
@@ -267,6 +272,62 @@ class NodeTagCacheTestCase(fakes.BackendTestCase):
         follower.poll()
         other.poll()
         self.assertEqual(frozenset({'rack60'}), other.get(self.uuid(6)))
+
+    def slow_batches(self, seconds):
+        """Each batch of a full read takes ``seconds`` of the clock."""
+        real = node_tags._batches
+
+        def batches(connection):
+            for batch in real(connection):
+                self.clock.advance(seconds)
+                yield batch
+
+        self.useFixture(
+            fixtures.MockPatchObject(node_tags, '_batches', batches)
+        )
+
+    def test_a_read_longer_than_the_timeout_keeps_the_lock(self):
+        reader = self.cache()
+        reader.poll()
+        other = self.cache(name='b')
+        other.poll()
+        # 4 batches of 2 s: 8 s, past the 5 s timeout of the lock.
+        self.slow_batches(2.0)
+        self.clock.advance(RESCAN)
+        reader.poll()
+        self.assertTrue(reader.last_full)
+        self.assertTrue(reader.leading)
+        other.poll()
+        self.assertFalse(other.leading)
+        self.assertFalse(other.last_full)
+
+    def test_a_holder_that_stalls_mid_publication_steps_down(self):
+        reader = self.cache()
+        other = self.cache(name='b')
+        real = tag_board.TagBoard._join
+        stalled = []
+
+        def join(board, group, capabilities):
+            if board is reader.board and not stalled:
+                # Frozen past the timeout: the other process takes over.
+                stalled.append(group)
+                self.clock.advance(self.EXPIRY + 1)
+                self.assertTrue(other.board.try_lead())
+            return real(board, group, capabilities)
+
+        self.useFixture(
+            fixtures.MockPatchObject(tag_board.TagBoard, '_join', join)
+        )
+        reader.poll()
+        self.assertFalse(reader.leading)
+        self.assertIn('Lost the lock', self.log.output)
+        # The index was not published by the one that lost the lock; the
+        # new holder reads every node and publishes them all.
+        self.assertIsNone(reader.board.read_index())
+        other.poll()
+        self.assertTrue(other.last_full)
+        self.assertEqual(b'b', other.board.read_index().publisher)
+        self.assertEqual(frozenset({'rack3'}), other.get(self.uuid(3)))
 
     def test_a_clean_stop_hands_over_at_once(self):
         reader = self.cache()
