@@ -10,7 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Rendezvous (highest random weight) hashing, vectorised.
+"""Rendezvous (highest random weight) hashing.
 
 Among conductors tied for the top score a node goes to the one with the
 highest weight ``mix(hash(node) XOR hash(conductor))``. Each weight depends
@@ -20,31 +20,34 @@ moves nodes only onto it, and nodes spread over tied conductors as evenly
 as a fair random draw. Why this family and not a ring is in
 doc/source/contributor/placement-algorithm.rst, with the figures.
 
-Weights are computed for all tied conductors in one numpy operation: over
-1,000 tied conductors a Python loop costs about 470 us a node, numpy 13 us
-one node at a time and under 3 us in batches (tools/benchmark_placement.py,
-2 cores). Hashes are BLAKE2b, never Python's ``hash()``, so every process
-on every host computes the same placement.
+Hashes are BLAKE2b, never Python's ``hash()``, so every process on every
+host computes the same placement.
+
+Two ways to compute one answer. A conductor or an API worker asks for one
+node at a time, over a few tied conductors: plain integer arithmetic
+here, about 0.4 us a weight. Many weights at once (``plan``, the
+placement metrics, or ties among :data:`VECTOR_CELLS` conductors or more)
+go to :mod:`ironic_affinity.rendezvous_vector`, numpy, about 13 us a call
+whatever its size, imported only then: numpy adds 13 MiB to a process
+(measured over Ironic 39's conductor), which a conductor that asks node
+by node among a few tied conductors should not pay. Both give the same
+winners (property-tested).
 """
 
 from collections.abc import Iterable
 from collections.abc import Sequence
 import hashlib
 
-import numpy as np
-import numpy.typing as npt
-
-Hashes = npt.NDArray[np.uint64]
-
+MASK64 = (1 << 64) - 1
 # The finaliser of MurmurHash3's 64-bit variant: a bijection on 64-bit
 # integers in which every input bit affects every output bit.
-_C1 = np.uint64(0xFF51AFD7ED558CCD)
-_C2 = np.uint64(0xC4CEB9FE1A85EC53)
-_SHIFT = np.uint64(33)
+C1 = 0xFF51AFD7ED558CCD
+C2 = 0xC4CEB9FE1A85EC53
+SHIFT = 33
 
-# Rows of (nodes x conductors) weights computed at once: large enough to
-# amortise numpy's per-call cost, small enough to stay in cache.
-_CHUNK_CELLS = 1 << 18
+# Batches of at least this many (node, conductor) weights are computed by
+# numpy: below it, numpy's per-call cost is more than the arithmetic.
+VECTOR_CELLS = 64
 
 
 def hash64(data: bytes) -> int:
@@ -53,47 +56,49 @@ def hash64(data: bytes) -> int:
     return int.from_bytes(digest, 'little')
 
 
-def hash_names(names: Iterable[str]) -> Hashes:
+def hash_names(names: Iterable[str]) -> list[int]:
     """The 64-bit hashes of conductor names, in the order given."""
-    return np.fromiter(
-        (hash64(name.encode('utf-8')) for name in names), dtype=np.uint64
-    )
+    return [hash64(name.encode('utf-8')) for name in names]
 
 
-def hash_keys(keys: Iterable[bytes]) -> Hashes:
+def hash_keys(keys: Iterable[bytes]) -> list[int]:
     """The 64-bit hashes of node keys, in the order given."""
-    return np.fromiter((hash64(key) for key in keys), dtype=np.uint64)
+    return [hash64(key) for key in keys]
 
 
-def _mix(values: Hashes) -> Hashes:
-    values = values ^ (values >> _SHIFT)
-    values *= _C1
-    values ^= values >> _SHIFT
-    values *= _C2
-    values ^= values >> _SHIFT
-    return values
+def weight(key: int, member: int) -> int:
+    """The rendezvous weight of node hash ``key`` on one member hash."""
+    value = key ^ member
+    value ^= value >> SHIFT
+    value = (value * C1) & MASK64
+    value ^= value >> SHIFT
+    value = (value * C2) & MASK64
+    return value ^ (value >> SHIFT)
 
 
-def weights(key: int, members: Hashes) -> Hashes:
-    """The rendezvous weight of one node key on each member."""
-    return _mix(members ^ np.uint64(key))
-
-
-def winners(keys: Hashes, members: Hashes) -> npt.NDArray[np.intp]:
-    """For each node key, the index of its highest-weight member.
+def winner(key: int, members: Sequence[int]) -> int:
+    """The index of the highest-weight member for one node hash.
 
     A tie between two weights (two conductor names hashing alike) goes to
     the lower index, so callers pass members in a canonical order.
     """
-    result = np.empty(len(keys), dtype=np.intp)
+    best, best_weight = 0, -1
+    for index, member in enumerate(members):
+        found = weight(key, member)
+        if found > best_weight:
+            best, best_weight = index, found
+    return best
+
+
+def winners(keys: Sequence[int], members: Sequence[int]) -> list[int]:
+    """For each node hash, the index of its highest-weight member."""
     if len(members) == 1:
-        result.fill(0)
-        return result
-    rows = max(1, _CHUNK_CELLS // max(1, len(members)))
-    for start in range(0, len(keys), rows):
-        block = keys[start : start + rows, np.newaxis] ^ members[np.newaxis]
-        result[start : start + rows] = _mix(block).argmax(axis=1)
-    return result
+        return [0] * len(keys)
+    if len(keys) * len(members) >= VECTOR_CELLS:
+        from ironic_affinity import rendezvous_vector
+
+        return rendezvous_vector.winners(keys, members)
+    return [winner(key, members) for key in keys]
 
 
 def ranking(key: bytes, names: Sequence[str]) -> list[str]:
@@ -103,8 +108,7 @@ def ranking(key: bytes, names: Sequence[str]) -> list[str]:
     same order; each next one is who a node goes to when every name
     before it is gone. Ties keep the order given.
     """
-    if not names:
-        return []
-    found = weights(hash64(key), hash_names(names)).tolist()
+    node = hash64(key)
+    found = [weight(node, member) for member in hash_names(names)]
     order = sorted(range(len(names)), key=lambda i: (-found[i], i))
     return [names[i] for i in order]

@@ -71,6 +71,7 @@ from tooz import hashring
 from ironic_affinity import engine
 from ironic_affinity import profile
 from ironic_affinity import rendezvous
+from ironic_affinity import rendezvous_vector
 
 # What Ironic builds: 2 ** [DEFAULT]hash_partition_exponent, default 5.
 STOCK_PARTITIONS = 2**5
@@ -806,11 +807,11 @@ def section_alternatives(
     print('\n4. Alternatives, comparison only (not used by ironic-affinity)')
     tied = 1_000
     names = [conductor_name(i) for i in range(tied)]
-    members = rendezvous.hash_names(names)
-    member_list = members.tolist()
+    member_list = rendezvous.hash_names(names)
+    members = rendezvous_vector.as_hashes(member_list)
     name_bytes = [n.encode('utf-8') for n in names]
     keys = [u.encode('utf-8') for u in uuids]
-    key_hashes = rendezvous.hash_keys(keys)
+    key_hashes = rendezvous_vector.as_hashes(rendezvous.hash_keys(keys))
     repeats = sizes.comparison_repeats
 
     few = keys[: sizes.loop_nodes]
@@ -824,15 +825,16 @@ def section_alternatives(
     vector_one = best_of(
         repeats,
         lambda: [
-            rendezvous.winners(single[i : i + 1], members)
+            rendezvous_vector.winners_of(single[i : i + 1], members)
             for i in range(len(single))
         ],
     ) / len(single)
     vector_all = best_of(
-        repeats, functools.partial(rendezvous.winners, key_hashes, members)
+        repeats,
+        functools.partial(rendezvous_vector.winners_of, key_hashes, members),
     ) / len(key_hashes)
     same = [python_rendezvous(k, member_list) for k in few] == (
-        rendezvous.winners(key_hashes[: len(few)], members).tolist()
+        rendezvous_vector.winners_of(key_hashes[: len(few)], members).tolist()
     )
     print(f'  rendezvous over {tied:,} tied conductors, per node:')
     batch = f'numpy, {len(key_hashes):,} nodes per call'

@@ -26,7 +26,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[2]
 # Lowest first. A module may import from its own layer and those below.
 LAYERS = (
     ('base', ('_i18n', 'exception', 'outage', 'tags')),
-    ('model', ('profile', 'rendezvous')),
+    ('model', ('profile', 'rendezvous', 'rendezvous_vector')),
     ('placement', ('engine', 'active_members', 'report', 'scenario')),
     ('configuration', ('conf',)),
     ('membership', ('membership',)),
