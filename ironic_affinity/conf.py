@@ -242,7 +242,8 @@ IRONIC_OPTS = [
             'Seconds between two reports of placement metrics, sent through '
             'Ironic\'s metrics framework when its [metrics] backend is not '
             '"noop". For each report, every API process also places every '
-            'node, after one read of all nodes from the database.'
+            'node, from the nodes its tag cache holds (no read of the nodes '
+            'table).'
         ),
     ),
 ]

@@ -254,6 +254,7 @@ class PlacementEngine:
         for constraints, indexes in groups.items():
             evaluation, hashes = self._evaluate(constraints)  # type: ignore
             tied = evaluation.tied
+            chosen: list[str | None]
             if not tied:
                 chosen = [None] * len(indexes)
             else:

@@ -157,16 +157,20 @@ def node_batches(
 
 
 def nodes_by_ident(
-    connection: sa.Connection, idents: Sequence[str]
+    connection: sa.Connection,
+    idents: Sequence[str],
+    columns: Sequence[str] = ('uuid', 'extra'),
 ) -> list[sa.Row[Any]]:
-    """(uuid, extra) of the nodes named by uuid or by name.
+    """Columns of the nodes named by uuid or by name.
 
     Both columns carry a unique index in Ironic's schema, so this reads
     one row per node found, whatever the size of the table.
+
+    :param columns: names of the columns of :data:`NODES` to return.
     """
     if not idents:
         return []
-    query = sa.select(NODES.c.uuid, NODES.c.extra).where(
+    query = sa.select(*(NODES.c[name] for name in columns)).where(
         sa.or_(NODES.c.uuid.in_(idents), NODES.c.name.in_(idents))
     )
     return list(connection.execute(query))

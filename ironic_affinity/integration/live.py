@@ -20,6 +20,7 @@ reports as the offline commands, through the same candidate rule as the
 ring manager.
 """
 
+from collections.abc import Iterable
 import dataclasses
 
 from oslo_config import cfg
@@ -65,6 +66,38 @@ def load(conf: cfg.ConfigOpts, timeout: float) -> Deployment:
         raise exception.AffinityError(
             _("cannot read Ironic's database: %s") % exc
         ) from exc
+
+
+def from_memory(
+    conf: cfg.ConfigOpts,
+    snapshot: view.Snapshot,
+    database: ironic_db.IronicDatabase,
+    nodes: Iterable[tuple[str, node_tags.NodeFacts]],
+) -> Deployment:
+    """The deployment as :func:`read` gives it, with the nodes as a tag
+    cache holds them: only the conductors are read from the database,
+    a few rows, so that a process that places every node (the placement
+    metrics) does not read the nodes table. Nodes are named by uuid.
+    """
+    with database.engine.connect() as connection:
+        active = ironic_db.active_conductors(
+            connection, conf.conductor.heartbeat_timeout, database.sqlite
+        )
+    return Deployment(
+        tuple(active_members.profiles(snapshot.members, active)),
+        tuple(
+            profile.NodeRequest(
+                name=uuid,
+                tags=facts.tags,
+                uuid=uuid,
+                driver=facts.driver or None,
+                conductor_group=facts.conductor_group,
+            )
+            for uuid, facts in nodes
+        ),
+        active_members.missing_from_group(snapshot.members, active),
+        {},
+    )
 
 
 def read(

@@ -47,6 +47,11 @@ monkey-patches eventlet, this thread is a green thread of the conductor's
 one event loop, and psycopg2 blocks that loop for as long as a fetch
 lasts.
 
+What is published of a node is its hardware type and conductor group
+beside its tags (:class:`NodeFacts`): the ring needs only the tags, but
+the placement metrics place every node, which they can then do from
+memory rather than by reading the table (one more reader per process).
+
 Tags live in the node's ``extra`` field under a configurable key, as a
 list or a comma/space separated string. A value outside the tag grammar
 (written before the plugin checked values at the API) is published as no
@@ -58,6 +63,7 @@ from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Sequence
+import dataclasses
 import json
 import threading
 import time
@@ -86,6 +92,25 @@ BUCKETS = tag_board.BUCKETS
 BATCH = 1000
 
 NO_TAGS: frozenset[str] = frozenset()
+# The columns read of each node.
+COLUMNS = ('uuid', 'extra', 'driver', 'conductor_group')
+# Between the parts of a node's published text: in none of them (tags,
+# driver names and conductor groups are words of letters, digits, dots,
+# dashes and underscores).
+SEPARATOR = '\n'
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeFacts:
+    """What is published of one node; one object per distinct value,
+    shared by the nodes that have it."""
+
+    driver: str
+    conductor_group: str
+    tags: frozenset[str]
+
+
+NO_FACTS = NodeFacts('', '', NO_TAGS)
 
 
 def tags_from_extra(extra: Any, key: str, node: str) -> frozenset[str]:
@@ -101,10 +126,8 @@ def tags_from_extra(extra: Any, key: str, node: str) -> frozenset[str]:
 
 
 def _batches(connection: sa.Connection) -> Iterator[Sequence[sa.Row[Any]]]:
-    """(uuid, extra) of every node, BATCH at a time, yielding between."""
-    for batch in ironic_db.node_batches(
-        connection, ('uuid', 'extra'), None, BATCH
-    ):
+    """:data:`COLUMNS` of every node, BATCH at a time, yielding between."""
+    for batch in ironic_db.node_batches(connection, COLUMNS, None, BATCH):
         yield batch
         time.sleep(0)
 
@@ -169,7 +192,7 @@ class NodeTagCache:
         self._clock = clock
         # Replaced whole, one bucket at a time: lookups read without a
         # lock.
-        self._buckets: list[dict[str, frozenset[str]]] = [
+        self._buckets: list[dict[str, NodeFacts]] = [
             {} for _ in range(BUCKETS)
         ]
         self._digests = [tag_board.EMPTY_DIGEST] * BUCKETS
@@ -179,7 +202,7 @@ class NodeTagCache:
         self._last_full: float | None = None
         self._notices = change_notices.NoticeTracker()
         self._bad: dict[str, str] = {}
-        self._parsed: dict[str, frozenset[str]] = {}
+        self._parsed: dict[str, NodeFacts] = {}
         self._installing = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -255,7 +278,12 @@ class NodeTagCache:
 
     def get(self, uuid: str) -> frozenset[str] | None:
         """The node's tags, or None for a node not read yet."""
-        return self._buckets[tag_board.bucket_of(uuid)].get(uuid)
+        found = self._buckets[tag_board.bucket_of(uuid)].get(uuid)
+        return None if found is None else found.tags
+
+    def nodes(self) -> list[tuple[str, NodeFacts]]:
+        """(uuid, facts) of every node held, for the placement metrics."""
+        return [item for bucket in self._buckets for item in bucket.items()]
 
     def __len__(self) -> int:
         return sum(len(bucket) for bucket in self._buckets)
@@ -379,7 +407,9 @@ class NodeTagCache:
     ) -> dict[int, tag_board.Bucket]:
         """The buckets that the noted nodes change, read by index."""
         with self.database.engine.connect() as connection:
-            rows = ironic_db.nodes_by_ident(connection, sorted(idents))
+            rows = ironic_db.nodes_by_ident(
+                connection, sorted(idents), COLUMNS
+            )
         self.last_rows = len(rows)
         changed: dict[int, tag_board.Bucket] = {}
 
@@ -390,9 +420,9 @@ class NodeTagCache:
             return changed[number]
 
         found = set()
-        for uuid, extra in rows:
+        for uuid, *values in rows:
             found.add(uuid)
-            bucket(uuid)[uuid] = self._canonical(uuid, extra)
+            bucket(uuid)[uuid] = self._canonical(uuid, *values)
         for ident in idents:
             # A uuid noted but not found: the node was deleted.
             if _is_uuid(ident) and ident not in found:
@@ -436,15 +466,15 @@ class NodeTagCache:
     # Reading and installing
 
     def _read_all(self) -> list[tuple[str, str]]:
-        """(uuid, tags as canonical text) of every node."""
+        """(uuid, published text) of every node."""
         interned: dict[str, str] = {}
         rows: list[tuple[str, str]] = []
         with self.database.engine.connect() as connection:
             for batch in _batches(connection):
                 # A read of every node can outlast the lock on a busy host.
                 self.board.keep_leading()
-                for uuid, extra in batch:
-                    text = self._canonical(uuid, extra)
+                for uuid, *values in batch:
+                    text = self._canonical(uuid, *values)
                     rows.append((uuid, interned.setdefault(text, text)))
         self.last_rows = len(rows)
         self.last_full = True
@@ -466,7 +496,7 @@ class NodeTagCache:
             # Nodes share a few hundred tag sets; this many means sets
             # that no node carries any more are kept: start again.
             self._parsed = {}
-        nodes = {uuid: self._tag_set(text) for uuid, text in bucket.items()}
+        nodes = {uuid: self._facts(text) for uuid, text in bucket.items()}
         with self._installing:
             if nodes != self._buckets[number]:
                 self._buckets[number] = nodes
@@ -474,18 +504,33 @@ class NodeTagCache:
             self._digests[number] = tag_board.digest(bucket)
         time.sleep(0)  # see BATCH
 
-    def _tag_set(self, text: str) -> frozenset[str]:
+    def _facts(self, text: str) -> NodeFacts:
         found = self._parsed.get(text)
         if found is None:
-            try:
-                found = tags.parse_tags(text, 'published node tags')
-            except exception.InvalidTag:
-                found = NO_TAGS  # not written by us: never trusted
+            found = NO_FACTS  # not written by us: never trusted
+            parts = text.rsplit(SEPARATOR, 2)
+            if len(parts) == 3:
+                try:
+                    node_tags = tags.parse_tags(
+                        parts[2], 'published node tags'
+                    )
+                except exception.InvalidTag:
+                    node_tags = NO_TAGS
+                found = NodeFacts(parts[0], parts[1], node_tags)
             self._parsed[text] = found
         return found
 
-    def _canonical(self, uuid: str, extra: Any) -> str:
-        """A node's tags as published: sorted, comma-separated."""
+    def _canonical(
+        self, uuid: str, extra: Any, driver: str | None, group: str | None
+    ) -> str:
+        """A node as published: hardware type, conductor group (in
+        lower case, as Ironic matches it) and tags, sorted and
+        comma-separated."""
+        return SEPARATOR.join(
+            (driver or '', (group or '').lower(), self._tag_text(uuid, extra))
+        )
+
+    def _tag_text(self, uuid: str, extra: Any) -> str:
         try:
             node_tags = tags_from_extra(extra, self.key, uuid)
         except (exception.InvalidTag, ValueError) as exc:

@@ -26,8 +26,11 @@ Every process that places nodes reports, under the prefix
     Each refresh of the node tag cache: how long, and how many nodes it
     then holds.
 
-API processes also place every node once per report (one read of
-Ironic's nodes), and report:
+API processes (with the collector backend, conductors: see
+process_services) also place every node once per report, from the nodes
+their tag cache holds (driver, group and tags, published by the one
+reader of Ironic's nodes table; only the conductors are read from the
+database), and report:
 
 ``placement.nodes.<conductor>`` (gauge)
     Nodes placed on each live conductor; the name with every character

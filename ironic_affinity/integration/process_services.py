@@ -27,6 +27,7 @@ import threading
 from oslo_config import cfg
 from oslo_log import log
 
+from ironic_affinity import exception
 from ironic_affinity.integration import active_source
 from ironic_affinity.integration import ironic_db
 from ironic_affinity.integration import live
@@ -64,6 +65,7 @@ class ProcessServices:
     def __init__(
         self, conf: cfg.ConfigOpts, sink: placement_metrics.Sink | None = None
     ) -> None:
+        self.conf = conf
         self.view: view.MemberView = service.member_view(conf)
         # One engine for both readers: the tag cache's thread, and the
         # active conductors read under the states' lock, one at a time.
@@ -112,7 +114,7 @@ class ProcessServices:
                 sink,
                 self.states.current,
                 self.view,
-                lambda snapshot: live.read(conf, snapshot, self.database),
+                self._deployment_in_memory,
                 lambda: float(conf.affinity.metrics_interval),
                 # The collector's figures leave a process only with a
                 # conductor's sensor data: there, conductors report the
@@ -122,6 +124,17 @@ class ProcessServices:
                 ),
             )
             self.node_tags.observer = self.reporter.observe_tags
+
+    def _deployment_in_memory(
+        self, snapshot: view.Snapshot
+    ) -> live.Deployment:
+        if not self.node_tags.loaded.is_set():
+            raise exception.AffinityError(
+                'node tags not read yet: no placement to report'
+            )
+        return live.from_memory(
+            self.conf, snapshot, self.database, self.node_tags.nodes()
+        )
 
     def start(self) -> None:
         self.view.start()
@@ -133,7 +146,7 @@ class ProcessServices:
 _LOCK = threading.Lock()
 _STARTED: ProcessServices | None = None
 # Whether this process serves Ironic's API: only those report placement
-# metrics, as each report reads every node.
+# metrics, as each report places every node.
 _API_PROCESS = False
 
 

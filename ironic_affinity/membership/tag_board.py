@@ -20,8 +20,9 @@ key-value store, so the tags ride in capabilities:
 
 * nodes are split into :data:`BUCKETS` buckets by a hash of their uuid;
   the holder joins one group per bucket, ``<group>.node-tags.<xx>``, with
-  that bucket's ``{uuid: "tag,tag"}`` as its capabilities (about 26 KB a
-  bucket at 100,000 nodes, within every driver's value size);
+  that bucket's ``{uuid: "hardware type\\nconductor group\\ntag,tag"}``
+  as its capabilities (about 34 KB a bucket at 100,000 nodes, within
+  every driver's value size);
 * it joins the index group ``<group>.node-tags`` with a digest of each
   bucket and the time it took the lock.
 
@@ -61,7 +62,8 @@ from ironic_affinity._i18n import _
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import reading
 
-FORMAT_VERSION = 1
+# 2: a node's hardware type and conductor group beside its tags.
+FORMAT_VERSION = 2
 BUCKETS = 256
 # Far above a bucket's size at a million nodes (about 260 KB), far below
 # the smallest value bound of a supported driver (ZooKeeper's 1 MiB is

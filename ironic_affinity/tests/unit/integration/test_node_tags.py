@@ -184,6 +184,41 @@ class NodeTagCacheTestCase(fakes.BackendTestCase):
         # The others of that bucket are unchanged.
         self.assertEqual(frozenset({'rack4'}), follower.get(self.uuid(4)))
 
+    def test_hardware_type_and_group_reach_every_process(self):
+        with self.database.engine.begin() as connection:
+            connection.execute(
+                NODES.update().where(NODES.c.uuid == self.uuid(4)),
+                {'driver': 'ipmi', 'conductor_group': 'Rack-A'},
+            )
+        reader = self.cache()
+        reader.poll()
+        follower = self.cache(RefusingDatabase(), name='b')
+        follower.poll()
+        expected = node_tags.NodeFacts('ipmi', 'rack-a', frozenset({'rack4'}))
+        for cache in (reader, follower):
+            found = dict(cache.nodes())
+            self.assertEqual(10, len(found))
+            self.assertEqual(expected, found[self.uuid(4)])
+            self.assertEqual(
+                node_tags.NodeFacts('', '', frozenset({'rack5'})),
+                found[self.uuid(5)],
+            )
+        # A change of hardware type through the API is a notice too.
+        with self.database.engine.begin() as connection:
+            connection.execute(
+                NODES.update().where(NODES.c.uuid == self.uuid(4)),
+                {'driver': 'redfish'},
+            )
+        self.notices.record(self.uuid(4))
+        self.publish_notices()
+        self.clock.advance(INTERVAL)
+        reader.poll()
+        follower.poll()
+        self.assertFalse(reader.last_full)
+        self.assertEqual(
+            'redfish', dict(follower.nodes())[self.uuid(4)].driver
+        )
+
     def test_a_notice_by_name_is_read_by_name(self):
         reader = self.cache()
         reader.poll()

@@ -40,9 +40,10 @@ class BucketTestCase(fakes.base.TestCase):
         for raw in (
             None,
             b'not json',
-            {'format': 2, 'nodes': {}},
-            {'format': 1, 'nodes': {'a': 1}},
-            {'format': 1, 'nodes': []},
+            # Format 1 (tags alone) is an earlier release's.
+            {'format': 1, 'nodes': {}},
+            {'format': 2, 'nodes': {'a': 1}},
+            {'format': 2, 'nodes': []},
             'x' * (tag_board.MAX_BUCKET_BYTES + 1),
         ):
             self.assertRaises(
@@ -54,7 +55,7 @@ class BucketTestCase(fakes.base.TestCase):
             exception.InvalidCapabilities,
             tag_board.decode_index,
             b'p',
-            {'format': 1, 'since': 1.0, 'digests': ['x']},
+            {'format': 2, 'since': 1.0, 'digests': ['x']},
         )
 
 
