@@ -42,7 +42,15 @@ Needs Ironic, psycopg2, redis (the Python client), PostgreSQL and
 redis-server; tox -e e2e installs the Python side::
 
     .tox/e2e/bin/python tools/benchmark_scale.py --conductors 8 \\
-        --nodes 20000 [--window 180] [--json FILE]
+        --nodes 20000 [--window 180] [--own-postgres] [--json FILE]
+
+The database is on the machine's PostgreSQL (IRONIC_AFFINITY_E2E_POSTGRES,
+as for the end-to-end tests) while it has connections enough: about
+10 a conductor and 20 more (8 conductors used 73), which the shared
+server, at max_connections 100, has not for 30. Then, or with
+--own-postgres, the run has a PostgreSQL cluster of its own
+(scratch_postgres.py: initdb in a temporary folder, max_connections 500,
+the shared server's version and settings otherwise), removed at the end.
 
 Conductors listen from --first-rpc-port (8391 by default, clear of the
 end-to-end tests', the load test's and the soak's ports); each further
@@ -50,8 +58,10 @@ ring takes the next block of ports. Every process is stopped and the
 database dropped at the end of each run. Nothing else should run on the
 machine meanwhile: the "rest of the machine" and "other Ironic processes"
 rows show what did. PostgreSQL's CPU is given twice: every process of the
-server (which other databases share), and the backends of this
-deployment's database alone.
+server the database is on (the postmaster and its children: the shared
+server's serve other databases too; those of other servers on the
+machine are not counted), and the backends of this deployment's
+database alone. The setup lines say which server that was.
 
 The affinity ring needs three conductors or more: load.CONDUCTOR_TAGS has
 each node refused by one conductor of three, so that from three on the
@@ -59,6 +69,8 @@ crash orphans no node.
 """
 
 import argparse
+from collections.abc import Iterator
+import contextlib
 import dataclasses
 import datetime
 import importlib.metadata
@@ -76,6 +88,7 @@ import time
 from typing import Any
 
 import redis
+import scratch_postgres
 import sqlalchemy as sa
 
 import ironic_affinity
@@ -91,12 +104,19 @@ NAME = 'scale-%06d'
 COPY_SETS = ('id', 'uuid', 'name', 'extra', 'created_at')
 CLOCK_TICK = os.sysconf('SC_CLK_TCK')
 NODE_COUNTERS = ('seq_scan', 'seq_tup_read', 'idx_scan', 'idx_tup_fetch')
+# PostgreSQL connections a run takes at most, estimated: each conductor's
+# processes keep pools (8 conductors used 73 connections in all), and the
+# API, the harness and this benchmark take a few.
+CONNECTIONS_PER_CONDUCTOR = 10
+CONNECTIONS_BESIDES = 20
+# max_connections of a cluster of the run's own.
+OWN_MAX_CONNECTIONS = 500
 
 
 # The machine and the software
 
 
-def _machine() -> dict[str, Any]:
+def _machine(url: str) -> dict[str, Any]:
     with open('/proc/meminfo') as handle:
         total_kib = int(handle.readline().split()[1])
     model = ''
@@ -111,21 +131,40 @@ def _machine() -> dict[str, Any]:
         'memory_gib': round(total_kib / 1024**2, 1),
         'python': platform.python_version(),
         'ironic': importlib.metadata.version('ironic'),
-        'postgres': _postgres_setting('server_version').split()[0],
-        'postgres_max_connections': int(_postgres_setting('max_connections')),
+        'postgres': _postgres_setting(url, 'server_version').split()[0],
+        'postgres_max_connections': int(
+            _postgres_setting(url, 'max_connections')
+        ),
         'redis': _redis_version(),
         # The tree the processes import: the plugin, and this harness.
         'plugin': os.path.dirname(ironic_affinity.__file__),
     }
 
 
-def _postgres_setting(name: str) -> str:
-    engine = sa.create_engine(deployment.POSTGRES + '/postgres')
+def _postgres_setting(url: str, name: str) -> str:
+    return str(_postgres_query(url, 'SHOW ' + name)[0][0])
+
+
+def _postgres_query(url: str, query: str) -> list[tuple[Any, ...]]:
+    """The rows of one query on the server's ``postgres`` database."""
+    engine = sa.create_engine(url + '/postgres', poolclass=sa.pool.NullPool)
     try:
         with engine.connect() as connection:
-            return str(connection.execute(sa.text('SHOW ' + name)).scalar())
+            return [tuple(row) for row in connection.execute(sa.text(query))]
     finally:
         engine.dispose()
+
+
+def _configured(url: str) -> dict[str, str]:
+    """The server's settings not at PostgreSQL's defaults, for the
+    record: a shared server's may be tuned (autovacuum off, say)."""
+    rows = _postgres_query(
+        url,
+        'SELECT name, current_setting(name) FROM pg_settings '
+        "WHERE source NOT IN ('default', 'override', 'client') "
+        'ORDER BY name',
+    )
+    return {str(name): str(value) for name, value in rows}
 
 
 def _redis_version() -> str:
@@ -152,23 +191,29 @@ def _stat(pid: int) -> list[str]:
         return []
 
 
-def _postgres() -> dict[int, tuple[str, list[str]]]:
-    """pid -> (process title, stat fields) of every PostgreSQL process."""
+def _postgres(postmaster: int) -> dict[int, tuple[str, list[str]]]:
+    """pid -> (process title, stat fields) of one PostgreSQL server's
+    processes: its postmaster and every process it started.
+
+    The machine may run several servers (the shared one, a cluster of
+    this run's own, the fault tests'), and only the one the database is
+    on is measured.
+    """
     found = {}
     for entry in os.listdir('/proc'):
         if not entry.isdigit():
             continue
+        pid = int(entry)
+        fields = _stat(pid)
+        # The parent: field 4 of the whole line.
+        if not fields or postmaster not in (pid, int(fields[1])):
+            continue
         try:
-            with open('/proc/%s/comm' % entry) as handle:
-                if handle.read().strip() != 'postgres':
-                    continue
-            with open('/proc/%s/cmdline' % entry, 'rb') as handle:
+            with open('/proc/%d/cmdline' % pid, 'rb') as handle:
                 title = handle.read().decode(errors='replace')
         except (FileNotFoundError, ProcessLookupError):
             continue
-        fields = _stat(int(entry))
-        if fields:
-            found[int(entry)] = (title, fields)
+        found[pid] = (title, fields)
     return found
 
 
@@ -180,16 +225,20 @@ def _cpu(fields: list[str]) -> float:
 class BackendCPU(threading.Thread):
     """CPU seconds of one database's backends over a window.
 
-    The server is shared (other deployments, the end-to-end tests), so
-    this counts only the backends whose process title names the
-    database, looking every ``every`` seconds: Ironic's pools open and
-    close connections beyond their size during every power sync, and a
-    backend gone between two looks loses only its last moments.
+    The server may be shared (other deployments, the end-to-end tests),
+    so this counts only those of its processes (see _postgres) whose
+    title names the database, looking every ``every`` seconds: Ironic's
+    pools open and close connections beyond their size during every
+    power sync, and a backend gone between two looks loses only its last
+    moments.
     """
 
-    def __init__(self, database: str, every: float = 1.0) -> None:
+    def __init__(
+        self, database: str, postmaster: int, every: float = 1.0
+    ) -> None:
         super().__init__(name='backend-cpu', daemon=True)
         self.database = ' %s ' % database
+        self.postmaster = postmaster
         self.every = every
         self.done = threading.Event()
         self.start_cpu = self._look()
@@ -198,7 +247,7 @@ class BackendCPU(threading.Thread):
     def _look(self) -> dict[int, float]:
         return {
             pid: _cpu(fields)
-            for pid, (title, fields) in _postgres().items()
+            for pid, (title, fields) in _postgres(self.postmaster).items()
             if self.database in title
         }
 
@@ -223,20 +272,18 @@ class BackendCPU(threading.Thread):
         }
 
 
-def _postgres_cpu() -> float:
-    """CPU seconds every PostgreSQL process has used so far.
+def _postgres_cpu(postmaster: int) -> float:
+    """CPU seconds one PostgreSQL server (see _postgres) has used so far.
 
     The live processes' own time plus the postmaster's reaped children's
     (cutime, cstime): a backend that ends inside the window, such as one
     of this benchmark's own connections, still counts.
     """
-    processes = {pid: fields for pid, (_, fields) in _postgres().items()}
     ticks = 0
-    for fields in processes.values():
-        # utime, stime; and for the postmaster (whose parent is not a
-        # postgres process) cutime and cstime too.
+    for pid, (_, fields) in _postgres(postmaster).items():
+        # utime, stime; and for the postmaster cutime and cstime too.
         ticks += int(fields[11]) + int(fields[12])
-        if int(fields[1]) not in processes:
+        if pid == postmaster:
             ticks += int(fields[13]) + int(fields[14])
     return ticks / CLOCK_TICK
 
@@ -296,6 +343,108 @@ def _memory(pids: list[int]) -> dict[str, float]:
         'pss_mib': round(pss / 1024, 1),
         'threads': threads,
     }
+
+
+# The PostgreSQL server
+
+
+@dataclasses.dataclass(frozen=True)
+class Server:
+    """The PostgreSQL server a run's databases are on."""
+
+    #: SQLAlchemy base URL, without a database.
+    url: str
+    #: Whether it is the run's own cluster, or the shared server.
+    own: bool
+    #: Its postmaster's pid: whose processes are measured (_postgres).
+    postmaster: int
+
+    def describe(self) -> str:
+        """Which server, for the setup lines (its settings are in the
+        JSON setup)."""
+        address = sa.engine.make_url(self.url)
+        return '%s at %s:%d, postmaster pid %d' % (
+            "this run's own cluster" if self.own else 'the shared server',
+            address.host,
+            address.port or 5432,
+            self.postmaster,
+        )
+
+
+def _postmaster(url: str) -> int:
+    """The pid of the postmaster of the server at ``url``: the parent of
+    the backend serving a connection of ours, read while it does."""
+    engine = sa.create_engine(url + '/postgres', poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as connection:
+            backend = connection.execute(
+                sa.text('SELECT pg_backend_pid()')
+            ).scalar_one()
+            fields = _stat(backend)
+    finally:
+        engine.dispose()
+    if not fields:
+        raise SystemExit(
+            'PostgreSQL at %s is not on this machine (its backend %d is no '
+            'process here): its CPU cannot be measured' % (url, backend)
+        )
+    return int(fields[1])
+
+
+def _shared_shortfall(needed: int) -> str | None:
+    """Why the shared server cannot take a run of ``needed``
+    connections, or None when it can.
+
+    What it has free, not its max_connections alone: another deployment
+    (the end-to-end tests, another benchmark) may hold some. Every
+    connection here is a superuser's, which may take the reserved ones.
+    """
+    try:
+        [(most, used)] = _postgres_query(
+            deployment.POSTGRES,
+            "SELECT current_setting('max_connections')::int, count(*) "
+            'FROM pg_stat_activity '
+            "WHERE backend_type = 'client backend' "
+            'AND pid <> pg_backend_pid()',
+        )
+    except sa.exc.OperationalError as exc:
+        return 'the shared PostgreSQL does not answer (%s)' % ' '.join(
+            str(exc.orig).split()
+        )
+    if most - used >= needed:
+        return None
+    return (
+        'the shared PostgreSQL has %d connections free (max_connections '
+        '%d, %d in use) and the run needs about %d'
+        % (most - used, most, used, needed)
+    )
+
+
+@contextlib.contextmanager
+def postgres_server(args: argparse.Namespace) -> Iterator[Server]:
+    """The shared server, or a cluster of the run's own when asked
+    (--own-postgres) or when the shared one has too few connections;
+    the cluster is removed when the ``with`` ends, however it ends."""
+    if not args.own_postgres:
+        why = _shared_shortfall(
+            CONNECTIONS_PER_CONDUCTOR * args.conductors + CONNECTIONS_BESIDES
+        )
+        if why is None:
+            url = deployment.POSTGRES
+            yield Server(url, own=False, postmaster=_postmaster(url))
+            return
+        _say('%s: starting a PostgreSQL cluster of its own' % why)
+    try:
+        template = scratch_postgres.template_of(deployment.POSTGRES)
+    except sa.exc.OperationalError:
+        # No shared server to copy: PostgreSQL's defaults then.
+        template = scratch_postgres.Template()
+        _say('no shared PostgreSQL to copy: its own runs on the defaults')
+    with scratch_postgres.ScratchPostgres(
+        template, OWN_MAX_CONNECTIONS
+    ) as cluster:
+        _say('own PostgreSQL at %s, in %s' % (cluster.url, cluster.dir))
+        yield Server(cluster.url, own=True, postmaster=cluster.pid)
 
 
 # The nodes
@@ -378,11 +527,20 @@ def copy_node(database_url: str, node: str, count: int) -> None:
 
 
 class ScaleDeployment(load.LoadDeployment):
-    """A LoadDeployment whose start waits as long as many conductors take.
+    """A LoadDeployment on ``server``, whose start waits as long as many
+    conductors take.
 
     LoadDeployment.start_all waits 120 s for the conductors to register:
-    enough for a few, not for 30 starting at once on two cores.
+    enough for a few, not for 30 starting at once on two cores. The
+    server is set here, not through deployment.POSTGRES or its
+    environment variable: Deployment's default is read when it is
+    imported, and LoadDeployment does not pass one on.
     """
+
+    def __init__(self, server: Server, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.server = server
+        self.postgres = server.url
 
     def wait_conductors(self, *indexes: int, timeout: float = 60) -> None:
         super().wait_conductors(
@@ -436,7 +594,7 @@ class Snapshot:
     at: float
     # pg_stat_user_tables of the nodes table, by NODE_COUNTERS.
     nodes: dict[str, int]
-    # Every PostgreSQL process's CPU seconds (the server is shared).
+    # CPU seconds of every process of the server (see _postgres).
     postgres_cpu: float
     # Ironic processes on the machine not of this deployment.
     foreign: int
@@ -459,7 +617,8 @@ class Probe:
     first one's INFO.
     """
 
-    def __init__(self, dep: deployment.Deployment) -> None:
+    def __init__(self, dep: ScaleDeployment) -> None:
+        self.postmaster = dep.server.postmaster
         self.stats = sa.create_engine(
             dep.database_url, poolclass=sa.pool.NullPool
         )
@@ -482,7 +641,7 @@ class Probe:
         return Snapshot(
             at=at,
             nodes=dict(zip(NODE_COUNTERS, map(int, row), strict=True)),
-            postgres_cpu=_postgres_cpu(),
+            postgres_cpu=_postgres_cpu(self.postmaster),
             foreign=_foreign_ironic(
                 {p for ps in self.pids.values() for p in ps}
             ),
@@ -580,9 +739,9 @@ def idle_figures(
     }
 
 
-def measure_idle(dep: deployment.Deployment, window: float) -> dict[str, Any]:
+def measure_idle(dep: ScaleDeployment, window: float) -> dict[str, Any]:
     probe = Probe(dep)
-    backends = BackendCPU(dep.dbname)
+    backends = BackendCPU(dep.dbname, dep.server.postmaster)
     try:
         backends.start()
         start = probe.snapshot()
@@ -686,7 +845,9 @@ def measure(dep: ScaleDeployment, args: argparse.Namespace) -> dict[str, Any]:
     return {'idle': idle, 'failover': failover, 'timings': timings}
 
 
-def run(manager: str, args: argparse.Namespace, port: int) -> dict[str, Any]:
+def run(
+    manager: str, args: argparse.Namespace, port: int, server: Server
+) -> dict[str, Any]:
     """One ring on fresh deployments until one routes (see load.NotRouting:
     said, counted and reported, as the soak does)."""
     _say(
@@ -697,6 +858,7 @@ def run(manager: str, args: argparse.Namespace, port: int) -> dict[str, Any]:
     discarded = []
     for _ in range(args.attempts):
         dep = ScaleDeployment(
+            server,
             manager,
             deployment.IRONIC_DEFAULT_TIMERS,
             first_rpc_port=port,
@@ -855,6 +1017,7 @@ def render(results: list[dict[str, Any]], setup: dict[str, Any]) -> str:
         '%(python)s, Ironic %(ironic)s, PostgreSQL %(postgres)s '
         '(max_connections %(postgres_max_connections)d), Redis %(redis)s'
         % setup,
+        'PostgreSQL measured: %(postgres_server)s' % setup,
         'Plugin from %(plugin)s' % setup,
     ]
     if any(r['idle']['foreign_ironic_processes'] for r in results):
@@ -920,6 +1083,12 @@ def main() -> int:
         'once the conductors are up (default: 3)',
     )
     parser.add_argument('--first-rpc-port', type=int, default=FIRST_RPC_PORT)
+    parser.add_argument(
+        '--own-postgres',
+        action='store_true',
+        help='run on a PostgreSQL cluster of its own, made for the run '
+        '(the default when the shared server has too few connections)',
+    )
     parser.add_argument('--json', metavar='FILE', help='write results here')
     args = parser.parse_args()
     managers = args.managers.split(',')
@@ -931,8 +1100,29 @@ def main() -> int:
         parser.error('--conductors below 3: the crash would orphan nodes')
     if args.first_rpc_port < load.FIRST_RPC_PORT:
         parser.error('--first-rpc-port below %d' % load.FIRST_RPC_PORT)
+    signal.signal(signal.SIGTERM, _terminated)
+    with postgres_server(args) as server:
+        return benchmark(args, managers, server)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM (timeout(1), the end of a CI job) ends the run as Ctrl-C
+    does, through every clean-up: the deployment's processes stopped,
+    its database dropped, the run's own PostgreSQL removed. A second one
+    is ignored, not to cut those short."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise SystemExit(128 + signum)
+
+
+def benchmark(
+    args: argparse.Namespace, managers: list[str], server: Server
+) -> int:
+    """Every ring, one after the other, on ``server``; the table."""
     setup = dict(
-        _machine(),
+        _machine(server.url),
+        postgres_server=server.describe(),
+        postgres_own=server.own,
+        postgres_settings=_configured(server.url),
         date=datetime.date.today().isoformat(),
         nodes=args.nodes,
         conductors=args.conductors,
@@ -946,7 +1136,7 @@ def main() -> int:
     results = []
     for offset, manager in enumerate(managers):
         port = args.first_rpc_port + block * offset
-        results.append(run(manager, args, port))
+        results.append(run(manager, args, port, server))
     print()
     print(render(results, setup))
     if args.json:
