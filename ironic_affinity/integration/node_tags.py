@@ -147,6 +147,13 @@ def _bucketed(rows: Iterable[tuple[str, str]]) -> list[tag_board.Bucket]:
     return buckets
 
 
+def _published_text(facts: NodeFacts) -> str:
+    """The text a node's facts were published as (see _canonical)."""
+    return SEPARATOR.join(
+        (facts.driver, facts.conductor_group, ','.join(sorted(facts.tags)))
+    )
+
+
 def _is_uuid(ident: str) -> bool:
     # Ironic reads an identifier shaped like a uuid as one, never as a
     # name.
@@ -201,6 +208,8 @@ class NodeTagCache:
         self._published: list[tag_board.Bucket] | None = None
         self._last_full: float | None = None
         self._notices = change_notices.NoticeTracker()
+        # The last index read whole, while following: see _adopted.
+        self._followed: tag_board.Index | None = None
         self._bad: dict[str, str] = {}
         self._parsed: dict[str, NodeFacts] = {}
         self._installing = threading.Lock()
@@ -370,6 +379,9 @@ class NodeTagCache:
 
     def _lead(self, started: float) -> None:
         entries = self.board.read_entries(self.api_group)
+        took_over = self._published is None
+        if took_over:
+            self._published = self._adopted()
         idents, missed = self._notices.new(entries)
         published = self._published
         if published is None or missed or self.full_due_in() <= 0:
@@ -388,19 +400,74 @@ class NodeTagCache:
         else:
             changed = {}
             self.database.probe()  # as a follower does, see _follow
+        if took_over and self._published is not None:
+            # Readers take buckets from the index's publisher, ours now:
+            # every bucket goes out under our name.
+            changed = dict(enumerate(self._published))
         for number, bucket in changed.items():
             self._install(number, bucket)
         if changed:
             # Digests as installed: what readers compute of the same.
-            self.board.publish(changed, list(self._digests))
+            self.board.publish(
+                changed,
+                list(self._digests),
+                full_age=self._clock()
+                - (started if self._last_full is None else self._last_full),
+                notices_seen=self._notices.seen,
+            )
         self._source = 'from the database, for the whole deployment'
-        if published is None:
+        if took_over:
             LOG.info(
                 'This process now reads node affinity tags from the '
                 'database for the whole deployment, and publishes them '
-                'on the coordination backend'
+                'on the coordination backend (%(how)s)',
+                {
+                    'how': 'carrying on from the previous reader\'s '
+                    'publication; next full read in %.0f s'
+                    % self.full_due_in()
+                    if not self.last_full
+                    else 'after a read of every node'
+                },
             )
         self.loaded.set()
+
+    def _adopted(self) -> list[tag_board.Bucket] | None:
+        """On taking the lock: what the previous holder published, as
+        this process last read it whole, so that it carries on from there
+        (its notices and the time of its last full read) rather than
+        reading every node again; None when it cannot.
+
+        Without this, a lock that changes hands on an overloaded host
+        (a holder stalled past the timeout) costs a read of the whole
+        table each time. From memory, not from the backend: the old
+        holder's entries expire with its lock. What it did after that
+        read is done again: its later notices are read again, and the
+        next full read comes no later than its own would have.
+        """
+        index, self._followed = self._followed, None
+        if (
+            index is None
+            or index.full_at is None
+            or index.notices_seen is None
+            or tuple(self._digests) != index.digests
+        ):
+            return None
+        age = self.board.seconds_since(index.full_at)
+        if age >= self.rescan:
+            return None  # a full read is due anyway
+        buckets: list[tag_board.Bucket] = [
+            {uuid: _published_text(facts) for uuid, facts in nodes.items()}
+            for nodes in self._buckets
+        ]
+        # What we hold is what was published, to the byte.
+        if any(
+            tag_board.digest(bucket) != wanted
+            for bucket, wanted in zip(buckets, index.digests, strict=True)
+        ):
+            return None
+        self._notices.adopt(index.notices_seen)
+        self._last_full = self._clock() - age
+        return buckets
 
     def _read_changes(
         self, published: list[tag_board.Bucket], idents: set[str]
@@ -461,6 +528,7 @@ class NodeTagCache:
             self._install(number, found)
         if complete:
             self._source = 'from the coordination backend'
+            self._followed = index
             self.loaded.set()
 
     # Reading and installing

@@ -98,6 +98,17 @@ class NoticeTracker:
                 self._seen[name] = found[0]
         self._primed = True
 
+    @property
+    def seen(self) -> dict[str, int]:
+        """The number of the last notice read, by API process."""
+        return dict(self._seen)
+
+    def adopt(self, seen: Mapping[str, int]) -> None:
+        """Carry on from where another reader was (see :attr:`seen`):
+        notices after those are new."""
+        self._seen = dict(seen)
+        self._primed = True
+
     def new(self, entries: Mapping[str, Any]) -> tuple[set[str], bool]:
         """The nodes noted since the last call, and whether some notices
         were missed (more than an entry keeps, or never primed)."""

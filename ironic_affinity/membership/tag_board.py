@@ -107,11 +107,18 @@ class LockLost(Exception):
 @dataclasses.dataclass(frozen=True)
 class Index:
     """What the holder published: who it is, since when, and the digest
-    of each bucket."""
+    of each bucket; and, so that a process taking over can carry on
+    without reading every node again, when its last full read began
+    (seconds since the epoch) and the number of the last change notice
+    it had read from each API process. Those two may lag (they are
+    published with the buckets), which only makes a successor read more.
+    """
 
     publisher: bytes
     since: float
     digests: tuple[str, ...]
+    full_at: float | None = None
+    notices_seen: Mapping[str, int] | None = None
 
 
 def _decode(raw: Any) -> Any:
@@ -140,7 +147,22 @@ def decode_index(publisher: bytes, raw: Any) -> Index:
         or not isinstance(since, (int, float))
     ):
         raise exception.InvalidCapabilities(_('malformed node-tags index'))
-    return Index(publisher, float(since), tuple(digests))
+    full_at = found.get('full_at')
+    seen = found.get('notices_seen')
+    if not isinstance(full_at, (int, float)) or isinstance(full_at, bool):
+        full_at = None
+    if not isinstance(seen, dict) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+        for k, v in seen.items()
+    ):
+        seen = None
+    return Index(
+        publisher,
+        float(since),
+        tuple(digests),
+        None if full_at is None else float(full_at),
+        seen,
+    )
 
 
 def decode_bucket(raw: Any) -> Bucket:
@@ -309,11 +331,17 @@ class TagBoard:
         self._joined.add(group)
 
     def publish(
-        self, buckets: Mapping[int, Bucket], digests: list[str]
+        self,
+        buckets: Mapping[int, Bucket],
+        digests: list[str],
+        full_age: float | None = None,
+        notices_seen: Mapping[str, int] | None = None,
     ) -> None:
         """Publish these buckets, then the index of every digest: a
         reader that sees the new index finds the new buckets.
 
+        :param full_age: seconds since the holder's last full read began.
+        :param notices_seen: the last change notice read, by API process.
         :raises: LockLost when the lock expired meanwhile: the index is
             not published, and the next holder publishes anew.
         """
@@ -330,8 +358,17 @@ class TagBoard:
                 'format': FORMAT_VERSION,
                 'since': self._since,
                 'digests': list(digests),
+                'full_at': (
+                    None if full_age is None else self._wall_clock() - full_age
+                ),
+                'notices_seen': dict(notices_seen or {}),
             },
         )
+
+    def seconds_since(self, wall_time: float) -> float:
+        """Seconds since a time another host published, never below 0
+        (its clock may be ahead of ours)."""
+        return max(0.0, float(self._wall_clock()) - wall_time)
 
     def describe(self, exc: BaseException) -> str:
         """An error of this backend, for a person, without secrets."""

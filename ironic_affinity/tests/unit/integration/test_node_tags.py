@@ -290,23 +290,81 @@ class NodeTagCacheTestCase(fakes.BackendTestCase):
         other = self.cache(RefusingDatabase(), name='c')
         other.poll()
         before = self.bucket_reads(other)
+        # A write noted while the reader was alive, read by nobody yet.
+        self.write(2, 'rack20')
         # The reader stops beating (SIGKILL): its lock and entries expire
         # within the member timeout, and the next refresh takes over.
         waited = 0.0
         while not follower.leading:
             self.clock.advance(INTERVAL)
             waited += INTERVAL
+            self.publish_notices()  # the API process beats on
             follower.poll()
         self.assertLessEqual(waited, self.backend.timeout + INTERVAL)
-        self.assertTrue(follower.last_full)
+        # It held every bucket the reader had published: it carries on
+        # from there, reading the one noted node, not every node.
+        self.assertFalse(follower.last_full)
+        self.assertEqual(1, follower.last_rows)
+        self.assertIn('carrying on from the previous reader', self.log.output)
+        self.assertEqual(frozenset({'rack20'}), follower.get(self.uuid(2)))
         other.poll()
-        # Same contents, same digests: the others read no bucket again.
-        self.assertEqual(before, self.bucket_reads(other))
+        # Same contents, same digests: the others read only the bucket
+        # that the noted write changed.
+        self.assertEqual(before + 1, self.bucket_reads(other))
+        self.assertEqual(frozenset({'rack20'}), other.get(self.uuid(2)))
         self.write(6, 'rack60')
         self.clock.advance(INTERVAL)
         follower.poll()
         other.poll()
         self.assertEqual(frozenset({'rack60'}), other.get(self.uuid(6)))
+        # A write behind the API's back is read by the full read that
+        # falls due RESCAN after the dead reader's own, not later.
+        self.write(7, 'rack77', notice=False)
+        elapsed = waited + INTERVAL
+        self.clock.advance(RESCAN - elapsed - 0.5)
+        follower.poll()
+        self.assertFalse(follower.last_full)
+        self.clock.advance(0.5)
+        follower.poll()
+        self.assertTrue(follower.last_full)
+        other.poll()
+        self.assertEqual(frozenset({'rack77'}), other.get(self.uuid(7)))
+
+    def test_a_lagging_process_rereads_what_it_missed_when_it_takes_over(
+        self,
+    ):
+        reader = self.cache()
+        reader.poll()
+        follower = self.cache(name='b')
+        follower.poll()
+        # The reader publishes a noted change that the follower has not
+        # read when the reader dies: the notice is read again.
+        self.write(3, 'rack33')
+        self.clock.advance(INTERVAL)
+        reader.poll()
+        while not follower.board.try_lead():
+            self.clock.advance(INTERVAL)
+            self.publish_notices()
+        follower.poll()
+        self.assertFalse(follower.last_full)
+        self.assertEqual(frozenset({'rack33'}), follower.get(self.uuid(3)))
+
+    def test_a_process_whose_last_read_is_too_old_reads_every_node(self):
+        reader = self.cache()
+        reader.poll()
+        follower = self.cache(name='b')
+        follower.poll()
+        # The follower reads nothing for a rescan interval (stalled): the
+        # reader's full read of then is not in what it holds.
+        self.write(8, 'rack88', notice=False)
+        self.clock.advance(RESCAN)
+        reader.poll()
+        self.assertTrue(reader.last_full)
+        while not follower.board.try_lead():
+            self.clock.advance(INTERVAL)
+        follower.poll()
+        self.assertTrue(follower.last_full)
+        self.assertEqual(frozenset({'rack88'}), follower.get(self.uuid(8)))
 
     def slow_batches(self, seconds):
         """Each batch of a full read takes ``seconds`` of the clock."""
