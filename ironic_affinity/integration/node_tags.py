@@ -50,7 +50,7 @@ lasts.
 What is published of a node is its hardware type and conductor group
 beside its tags (:class:`NodeFacts`): the ring needs only the tags, but
 the placement metrics place every node, which they can then do from
-memory rather than by reading the table (one more reader per process).
+memory, rather than each reporting process reading the table.
 
 Tags live in the node's ``extra`` field under a configurable key, as a
 list or a comma/space separated string. A value outside the tag grammar
@@ -147,10 +147,16 @@ def _bucketed(rows: Iterable[tuple[str, str]]) -> list[tag_board.Bucket]:
     return buckets
 
 
+def _text(driver: str, group: str, tag_text: str) -> str:
+    """A node as published: hardware type, conductor group (in lower
+    case, as Ironic matches it) and tags, sorted and comma-separated."""
+    return SEPARATOR.join((driver, group.lower(), tag_text))
+
+
 def _published_text(facts: NodeFacts) -> str:
-    """The text a node's facts were published as (see _canonical)."""
-    return SEPARATOR.join(
-        (facts.driver, facts.conductor_group, ','.join(sorted(facts.tags)))
+    """The text that a node's facts were read from."""
+    return _text(
+        facts.driver, facts.conductor_group, ','.join(sorted(facts.tags))
     )
 
 
@@ -591,12 +597,8 @@ class NodeTagCache:
     def _canonical(
         self, uuid: str, extra: Any, driver: str | None, group: str | None
     ) -> str:
-        """A node as published: hardware type, conductor group (in
-        lower case, as Ironic matches it) and tags, sorted and
-        comma-separated."""
-        return SEPARATOR.join(
-            (driver or '', (group or '').lower(), self._tag_text(uuid, extra))
-        )
+        """A node's row as published (see :func:`_text`)."""
+        return _text(driver or '', group or '', self._tag_text(uuid, extra))
 
     def _tag_text(self, uuid: str, extra: Any) -> str:
         try:

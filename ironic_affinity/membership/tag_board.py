@@ -352,6 +352,8 @@ class TagBoard:
                 bucket_group(self.group, number),
                 {'format': FORMAT_VERSION, 'nodes': dict(nodes)},
             )
+        if not self.keep_leading():
+            raise LockLost()
         self._join(
             index_group(self.group),
             {
