@@ -163,9 +163,14 @@ class Server(fixtures.Fixture):
         log.close()
         try:
             wait_for_port(self.port)
+            self.wait_serving()
         except RuntimeError:
             self.stop()
             raise
+
+    def wait_serving(self) -> None:
+        """Return once the server answers clients, not only accepts
+        connections; listening is enough for most."""
 
     def stop(self) -> None:
         if self.process is None:
@@ -400,6 +405,8 @@ class ZooKeeperServer(Server):
                 'dataDir=%s\n'
                 '%s'
                 'admin.enableServer=false\n'
+                # ZooKeeper's default, said: wait_serving asks it.
+                '4lw.commands.whitelist=srvr\n'
                 # Let a client ask for short sessions: the member timeout.
                 'minSessionTimeout=1000\n'
                 'maxSessionTimeout=60000\n'
@@ -418,6 +425,30 @@ class ZooKeeperServer(Server):
             'org.apache.zookeeper.server.quorum.QuorumPeerMain',
             os.path.join(self.dir, 'zoo.cfg'),
         ]  # fmt: skip
+
+    def wait_serving(self, timeout: float = 30.0) -> None:
+        """ZooKeeper listens before it serves: a session asked for then
+        (on a busy CI host, seconds before) outlasts the client's 5 s
+        connection timeout. Its ``srvr`` command says when it serves.
+        Over TLS the command cannot be sent plainly: listening it is."""
+        if self.certs is not None:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(
+                    ('127.0.0.1', self.port), 1.0
+                ) as sock:
+                    sock.sendall(b'srvr')
+                    answer = sock.recv(64)
+                if answer.startswith(b'Zookeeper version'):
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(
+            'ZooKeeper on 127.0.0.1:%d does not serve' % self.port
+        )
 
     def client_url(
         self, *, ca: bool = True, client_cert: bool | None = None
