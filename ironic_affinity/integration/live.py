@@ -83,9 +83,10 @@ def from_memory(
         active = ironic_db.active_conductors(
             connection, conf.conductor.heartbeat_timeout, database.sqlite
         )
-    return Deployment(
-        tuple(active_members.profiles(snapshot.members, active)),
-        tuple(
+    return _deployment(
+        snapshot,
+        active,
+        [
             profile.NodeRequest(
                 name=uuid,
                 tags=facts.tags,
@@ -94,9 +95,23 @@ def from_memory(
                 conductor_group=facts.conductor_group,
             )
             for uuid, facts in nodes
-        ),
-        active_members.missing_from_group(snapshot.members, active),
+        ],
         {},
+    )
+
+
+def _deployment(
+    snapshot: view.Snapshot,
+    active: dict[str, frozenset[str]],
+    nodes: list[profile.NodeRequest],
+    bad: dict[str, str],
+) -> Deployment:
+    """The members that Ironic lists as active, and the nodes."""
+    return Deployment(
+        tuple(active_members.profiles(snapshot.members, active)),
+        tuple(nodes),
+        active_members.missing_from_group(snapshot.members, active),
+        bad,
     )
 
 
@@ -156,9 +171,4 @@ def read(
                 conductor_group=(group or '').lower(),
             )
         )
-    return Deployment(
-        tuple(active_members.profiles(snapshot.members, active)),
-        tuple(nodes),
-        active_members.missing_from_group(snapshot.members, active),
-        bad,
-    )
+    return _deployment(snapshot, active, nodes, bad)
