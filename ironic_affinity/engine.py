@@ -240,9 +240,33 @@ class PlacementEngine:
         return placement
 
     def place_all(
-        self, nodes: Sequence[profile.NodeRequest]
+        self,
+        nodes: Sequence[profile.NodeRequest],
+        keys: Sequence[int] | None = None,
     ) -> list[Placement]:
         """Place many nodes at once, in the order given.
+
+        :param keys: the nodes' :func:`rendezvous.hash_keys`, when the
+            caller has them already.
+        """
+        chosen = self.choose_all(nodes, keys)
+        placements = []
+        for node, conductor in zip(nodes, chosen, strict=True):
+            evaluation = self._evaluate(node.constraints)[0]
+            placements.append(
+                Placement(
+                    node.name, conductor, evaluation.top_score, evaluation.tied
+                )
+            )
+        return placements
+
+    def choose_all(
+        self,
+        nodes: Sequence[profile.NodeRequest],
+        keys: Sequence[int] | None = None,
+    ) -> list[str | None]:
+        """:meth:`place_all`'s conductors alone, for callers that place
+        100,000 nodes and need no more.
 
         Nodes are grouped by constraints so that each group's tie-break is
         one batch (one vector operation when large).
@@ -250,25 +274,20 @@ class PlacementEngine:
         groups: dict[object, list[int]] = {}
         for index, node in enumerate(nodes):
             groups.setdefault(node.constraints, []).append(index)
-        result: list[Placement | None] = [None] * len(nodes)
+        result: list[str | None] = [None] * len(nodes)
         for constraints, indexes in groups.items():
             evaluation, hashes = self._evaluate(constraints)  # type: ignore
             tied = evaluation.tied
-            chosen: list[str | None]
             if not tied:
-                chosen = [None] * len(indexes)
+                continue
+            if keys is None:
+                batch = rendezvous.hash_keys(nodes[i].hash_key for i in indexes)
             else:
-                keys = rendezvous.hash_keys(nodes[i].hash_key for i in indexes)
-                picks = rendezvous.winners(keys, hashes)
-                chosen = [tied[p] for p in picks]
-            for index, conductor in zip(indexes, chosen, strict=True):
-                result[index] = Placement(
-                    nodes[index].name,
-                    conductor,
-                    evaluation.top_score,
-                    tied,
-                )
-        return result  # type: ignore[return-value]
+                batch = [keys[i] for i in indexes]
+            picks = rendezvous.winners(batch, hashes)
+            for index, pick in zip(indexes, picks, strict=True):
+                result[index] = tied[pick]
+        return result
 
     def fallback_order(self, node: profile.NodeRequest) -> tuple[str, ...]:
         """Every eligible conductor, the chosen one first, then who takes

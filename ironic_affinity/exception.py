@@ -25,6 +25,10 @@ class ConflictingTags(AffinityError, ValueError):
     """A conductor's tag lists contradict each other."""
 
 
+class InvalidCapacity(AffinityError, ValueError):
+    """A conductor's max_nodes is not a number of nodes."""
+
+
 class InvalidScenario(AffinityError):
     """A scenario file for ``plan`` or ``explain`` cannot be used."""
 

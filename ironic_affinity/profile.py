@@ -57,6 +57,9 @@ class ConductorProfile:
     # None means every hardware type: an offline scenario need not list them.
     hardware_types: frozenset[str] | None = None
     conductor_group: str = ''
+    # The most nodes the conductor takes while others have room (see
+    # ironic_affinity.capacity); 0 is no limit.
+    max_nodes: int = 0
 
     @classmethod
     def build(
@@ -68,6 +71,7 @@ class ConductorProfile:
         soft_anti_affinity_tags: _TagList = None,
         hardware_types: Iterable[str] | None = None,
         conductor_group: str | None = None,
+        max_nodes: int = 0,
         where: str = '',
     ) -> 'ConductorProfile':
         """Parse raw tag lists into a checked profile.
@@ -75,7 +79,8 @@ class ConductorProfile:
         :param where: prefixes the option names in error messages, e.g. a
             scenario file and entry.
         :raises: InvalidTag for a list outside the tag grammar,
-            ConflictingTags when a tag is in both hard lists.
+            ConflictingTags when a tag is in both hard lists, InvalidCapacity
+            for a negative or non-integer ``max_nodes``.
         """
         prefix = where + ': ' if where else ''
         profile = cls(
@@ -96,6 +101,7 @@ class ConductorProfile:
                 None if hardware_types is None else frozenset(hardware_types)
             ),
             conductor_group=(conductor_group or '').lower(),
+            max_nodes=max_nodes,
         )
         return profile
 
@@ -104,6 +110,19 @@ class ConductorProfile:
         for field in (SOFT_AFFINITY, SOFT_ANTI_AFFINITY):
             weights = types.MappingProxyType(dict(getattr(self, field)))
             object.__setattr__(self, field, weights)
+        # bool is an int to Python, never a capacity to an operator.
+        if (
+            not isinstance(self.max_nodes, int)
+            or isinstance(self.max_nodes, bool)
+            or self.max_nodes < 0
+        ):
+            raise exception.InvalidCapacity(
+                _(
+                    'conductor %(name)s: max_nodes must be a whole number '
+                    'of nodes, 0 for no limit, not %(value)r'
+                )
+                % {'name': self.name, 'value': self.max_nodes}
+            )
         # A tag in both hard lists would make the conductor refuse every
         # node carrying it and every node lacking it: refuse the conductor.
         both = self.hard_affinity_tags & self.hard_anti_affinity_tags

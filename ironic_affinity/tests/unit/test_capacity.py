@@ -1,0 +1,353 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Placement under conductor capacity: examples, then properties.
+
+The properties are checked against what the test generated (the RFE's
+rule written in test_properties, and a plain walk of each node's
+fallback order in the canonical order), not against anything the
+capacity module computed.
+"""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ironic_affinity import capacity
+from ironic_affinity import engine
+from ironic_affinity import exception
+from ironic_affinity import profile
+from ironic_affinity import rendezvous
+from ironic_affinity.tests import base
+from ironic_affinity.tests.unit import test_properties as props
+
+
+def conductor(name, max_nodes=0, **lists):
+    return profile.ConductorProfile.build(name, max_nodes=max_nodes, **lists)
+
+
+def rack_nodes(count, rack, prefix='node'):
+    return [
+        profile.NodeRequest.build('%s-%s-%d' % (prefix, rack, i), rack)
+        for i in range(count)
+    ]
+
+
+class ProfileTestCase(base.TestCase):
+    def test_max_nodes_must_be_a_whole_number(self):
+        for bad in (-1, 1.5, '10', True, None):
+            error = self.assertRaises(
+                exception.InvalidCapacity, conductor, 'c1', bad
+            )
+            self.assertIn('conductor c1: max_nodes', str(error))
+            self.assertIn(repr(bad), str(error))
+
+    def test_capacity_is_not_part_of_the_signature(self):
+        # Verdicts do not depend on capacity, so conductors that differ
+        # only by it still share them.
+        self.assertEqual(
+            conductor('c1', 5, soft_affinity_tags='a').signature(),
+            conductor('c2', 0, soft_affinity_tags='a').signature(),
+        )
+
+
+class AssignTestCase(base.TestCase):
+    def test_the_issue_example_spills_the_rack_over_its_peers(self):
+        """conductor1 prefers rack10; 2,000 nodes are in rack10. With
+        max_nodes 600 it takes 600 and its three peers share the rest."""
+        conductors = [
+            conductor('conductor1', 600, soft_affinity_tags='rack10'),
+        ] + [conductor('conductor%d' % i, 600) for i in (2, 3, 4)]
+        nodes = rack_nodes(2000, 'rack10')
+        unlimited = engine.PlacementEngine(
+            dataclasses.replace(c, max_nodes=0) for c in conductors
+        )
+        self.assertEqual(
+            {'conductor1'}, set(unlimited.choose_all(nodes))
+        )
+        result = capacity.assign(engine.PlacementEngine(conductors), nodes)
+        self.assertEqual(600, result.loads['conductor1'])
+        self.assertEqual(1400, len(result.spilled))
+        self.assertEqual({'conductor1'}, set(result.spilled.values()))
+        for name in ('conductor2', 'conductor3', 'conductor4'):
+            # A fair share of the rest, by rendezvous hashing.
+            self.assertGreater(result.loads[name], 400)
+            self.assertLessEqual(result.loads[name], 600)
+        self.assertEqual({}, result.over_capacity())
+        self.assertEqual(frozenset(), result.overflow)
+
+    def test_a_full_deployment_overloads_first_choices_and_says_so(self):
+        conductors = [conductor('c1', 2), conductor('c2', 3)]
+        nodes = rack_nodes(8, 'r')
+        placer = engine.PlacementEngine(conductors)
+        result = capacity.assign(placer, nodes)
+        # Nobody is orphaned by capacity.
+        self.assertEqual(8, sum(result.loads.values()))
+        self.assertTrue(all(result.conductors.values()))
+        self.assertEqual(3, len(result.overflow))
+        over = result.over_capacity()
+        self.assertEqual(3, sum(over.values()))
+        for name in result.overflow:
+            # Each overflowing node is on its first choice.
+            node = next(n for n in nodes if n.name == name)
+            self.assertEqual(placer.place(node).conductor, result.conductors[name])
+
+    def test_hard_constraints_come_before_capacity(self):
+        """A node only one conductor may take goes there beyond its
+        capacity rather than to a conductor its hard tags exclude."""
+        conductors = [
+            conductor('c1', 1, hard_affinity_tags='gpu'),
+            conductor('c2', 10, hard_anti_affinity_tags='gpu'),
+        ]
+        nodes = rack_nodes(3, 'gpu')
+        result = capacity.assign(engine.PlacementEngine(conductors), nodes)
+        self.assertEqual({'c1'}, set(result.conductors.values()))
+        self.assertEqual({'c1': 2}, result.over_capacity())
+
+    def test_nodes_with_fewer_ways_out_choose_first(self):
+        """c1 is the only conductor of the 'gpu' nodes and the soft
+        choice of the 'rack' nodes: the gpu nodes get its room, though
+        the rack nodes outnumber them."""
+        conductors = [
+            conductor('c1', 5, soft_affinity_tags='rack'),
+            conductor('c2', 0, hard_anti_affinity_tags='gpu'),
+        ]
+        nodes = rack_nodes(5, 'gpu') + rack_nodes(20, 'rack')
+        result = capacity.assign(engine.PlacementEngine(conductors), nodes)
+        self.assertEqual({}, result.over_capacity())
+        for node in nodes[:5]:
+            self.assertEqual('c1', result.conductors[node.name])
+        self.assertEqual(20, len(result.spilled))
+
+    def test_unlimited_conductors_take_what_the_others_cannot(self):
+        conductors = [
+            conductor('c1', 3, soft_affinity_tags='r'),
+            conductor('c2'),
+        ]
+        result = capacity.assign(
+            engine.PlacementEngine(conductors), rack_nodes(50, 'r')
+        )
+        self.assertEqual({'c1': 3, 'c2': 47}, result.loads)
+
+    def test_without_capacity_nothing_changes(self):
+        conductors = [conductor('c%d' % i) for i in range(5)]
+        nodes = rack_nodes(300, 'r')
+        placer = engine.PlacementEngine(conductors)
+        result = capacity.assign(placer, nodes)
+        self.assertFalse(result.limited)
+        self.assertEqual(
+            {p.node: p.conductor for p in placer.place_all(nodes)},
+            dict(result.conductors),
+        )
+        self.assertEqual({}, result.spilled)
+
+    def test_a_node_listed_twice_is_refused(self):
+        nodes = rack_nodes(2, 'r') + rack_nodes(1, 'r')
+        error = self.assertRaises(
+            ValueError,
+            capacity.assign,
+            engine.PlacementEngine([conductor('c1', 1)]),
+            nodes,
+        )
+        self.assertIn('node-r-0', str(error))
+
+
+def reference(placer, nodes):
+    """Bounded loads as the docstring defines them, the slow way: nodes
+    by (eligible conductors, hash of key), each to the first conductor of
+    its whole fallback order with room, else to its first choice."""
+    limits = {c.name: c.max_nodes for c in placer.conductors}
+    loads = dict.fromkeys(limits, 0)
+    order = sorted(
+        nodes,
+        key=lambda n: (
+            len(placer.fallback_order(n)),
+            rendezvous.hash64(n.hash_key),
+            n.hash_key,
+        ),
+    )
+    result = {}
+    for node in order:
+        ranked = placer.fallback_order(node)
+        room = [c for c in ranked if not limits[c] or loads[c] < limits[c]]
+        chosen = (room or ranked or [None])[0]
+        result[node.name] = chosen
+        if chosen is not None:
+            loads[chosen] += 1
+    return result
+
+
+CAPACITIES = st.sampled_from((0, 0, 1, 2, 3, 5))
+
+
+@st.composite
+def limited_scenarios(draw):
+    specs = draw(props.conductor_lists(min_size=1))
+    conductors = [
+        dataclasses.replace(spec.build(), max_nodes=draw(CAPACITIES))
+        for spec in specs
+    ]
+    node_specs = draw(props.node_lists(max_size=30))
+    return specs, conductors, node_specs, [n.build() for n in node_specs]
+
+
+class CapacityPropertiesTestCase(base.TestCase):
+    """What bounded loads guarantee for any conductors and nodes."""
+
+    @props.ENGINE_SETTINGS
+    @given(limited_scenarios())
+    def test_the_fast_walk_is_the_reference_walk(self, scenario):
+        _specs, conductors, _node_specs, nodes = scenario
+        placer = engine.PlacementEngine(conductors)
+        self.assertEqual(
+            reference(placer, nodes),
+            dict(capacity.assign(placer, nodes).conductors),
+        )
+
+    @props.ENGINE_SETTINGS
+    @given(limited_scenarios())
+    def test_hard_constraints_hold_and_nobody_is_orphaned(self, scenario):
+        specs, conductors, node_specs, nodes = scenario
+        result = capacity.assign(engine.PlacementEngine(conductors), nodes)
+        for spec in node_specs:
+            allowed = props.oracle_scores(specs, spec)
+            placed = result.conductors[spec.name]
+            if allowed:
+                self.assertIn(placed, allowed)
+            else:
+                self.assertIsNone(placed)
+
+    @props.ENGINE_SETTINGS
+    @given(limited_scenarios())
+    def test_over_capacity_only_when_every_way_out_is_full(self, scenario):
+        specs, conductors, node_specs, nodes = scenario
+        result = capacity.assign(engine.PlacementEngine(conductors), nodes)
+        limits = {c.name: c.max_nodes for c in conductors}
+        loads = {name: 0 for name in limits}
+        for placed in result.conductors.values():
+            if placed is not None:
+                loads[placed] += 1
+        self.assertEqual(loads, dict(result.loads))
+
+        def full(name):
+            return limits[name] and loads[name] >= limits[name]
+
+        for name, limit in limits.items():
+            on_it = [n for n, c in result.conductors.items() if c == name]
+            beyond = [n for n in on_it if n in result.overflow]
+            if limit:
+                self.assertEqual(max(0, len(on_it) - limit), len(beyond))
+            else:
+                self.assertEqual([], beyond)
+        for spec in node_specs:
+            if spec.name in result.overflow:
+                for other in props.oracle_scores(specs, spec):
+                    self.assertTrue(full(other), other)
+
+    @props.ENGINE_SETTINGS
+    @given(limited_scenarios())
+    def test_a_node_leaves_its_preference_only_for_want_of_room(
+        self, scenario
+    ):
+        _specs, conductors, _node_specs, nodes = scenario
+        placer = engine.PlacementEngine(conductors)
+        result = capacity.assign(placer, nodes)
+        limits = {c.name: c.max_nodes for c in conductors}
+        for node in nodes:
+            placed = result.conductors[node.name]
+            order = list(placer.fallback_order(node))
+            first = order[0] if order else None
+            if placed == first:
+                self.assertNotIn(node.name, result.spilled)
+                continue
+            self.assertEqual(first, result.spilled[node.name])
+            # Everything it preferred to where it went is full.
+            for better in order[: order.index(placed)]:
+                self.assertGreaterEqual(result.loads[better], limits[better])
+                self.assertTrue(limits[better])
+
+    @props.COSTLY_SETTINGS
+    @given(limited_scenarios(), st.randoms(use_true_random=False))
+    def test_order_does_not_matter(self, scenario, rnd):
+        _specs, conductors, _node_specs, nodes = scenario
+        expected = capacity.assign(engine.PlacementEngine(conductors), nodes)
+        conductors, nodes = list(conductors), list(nodes)
+        rnd.shuffle(conductors)
+        rnd.shuffle(nodes)
+        found = capacity.assign(engine.PlacementEngine(conductors), nodes)
+        self.assertEqual(expected, found)
+
+    @props.COSTLY_SETTINGS
+    @given(limited_scenarios())
+    def test_without_capacity_it_is_the_engine(self, scenario):
+        _specs, conductors, _node_specs, nodes = scenario
+        unlimited = engine.PlacementEngine(
+            dataclasses.replace(c, max_nodes=0) for c in conductors
+        )
+        expected = {p.node: p.conductor for p in unlimited.place_all(nodes)}
+        found = capacity.assign(unlimited, nodes)
+        self.assertEqual(expected, dict(found.conductors))
+        # Room for every node anywhere is no limit either.
+        roomy = engine.PlacementEngine(
+            dataclasses.replace(c, max_nodes=len(nodes) or 1)
+            for c in conductors
+        )
+        self.assertEqual(expected, dict(capacity.assign(roomy, nodes).conductors))
+
+
+DETERMINISM_SCRIPT = '''
+import json, random
+from ironic_affinity import capacity, engine, profile
+rnd = random.Random(7)
+racks = ['rack%d' % i for i in range(6)]
+conductors = [
+    profile.ConductorProfile.build(
+        'c%d' % i, soft_affinity_tags=[racks[i % 6]], max_nodes=40
+    )
+    for i in range(8)
+]
+nodes = [
+    profile.NodeRequest.build(
+        'n%d' % i, rnd.choice(racks[:3]), uuid='%032x' % rnd.getrandbits(128)
+    )
+    for i in range(300)
+]
+result = capacity.assign(engine.PlacementEngine(conductors), nodes)
+print(json.dumps([result.conductors, result.spilled, sorted(result.overflow)]))
+'''
+
+
+class DeterminismTestCase(base.TestCase):
+    def _run(self, seed):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        found = subprocess.run(
+            [sys.executable, '-c', DETERMINISM_SCRIPT],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        self.assertEqual(0, found.returncode, found.stderr)
+        return json.loads(found.stdout)
+
+    def test_same_assignment_in_every_process(self):
+        first = self._run('0')
+        self.assertEqual(first, self._run('4242'))
+        # Capacity decided something: 300 nodes preferring 3 conductors
+        # of 40 places each.
+        self.assertGreater(len(first[1]), 100)
