@@ -10,38 +10,45 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Placement under conductor capacity (``max_nodes``): bounded loads.
+"""Placement under conductor capacity (``max_nodes``).
 
 The engine sends each node to the first conductor of its fallback order.
 With soft tags and uneven racks that can give one conductor every node
-while its peers sit idle. Here, when any conductor has a capacity, the
-rule becomes: each node takes the first conductor of its fallback order
-that has room. When none has, it takes its first choice anyway, so
-capacity never orphans a node, and that conductor is reported over
-capacity. Hard constraints are the engine's and are never relaxed.
+while its peers sit idle. When any conductor has a capacity, placement
+becomes a matching of nodes to conductors with capacities (the
+"hospitals and residents" problem), computed by deferred acceptance
+(Gale and Shapley, 1962):
 
-Who has room depends on which nodes came first, so nodes are taken in
-one canonical order that any process computes alike from the node set
-alone, whatever order it was listed in:
+* each node asks the conductors of its fallback order in turn, best
+  first: every preference the engine computes (hard constraints, score,
+  then rendezvous weight) is kept;
+* a conductor with room holds every node that asks; a full one keeps
+  the nodes most entitled to it and turns the least entitled away, and
+  that node asks its next conductor. Entitlement, most first: a node no
+  other conductor may take; then the node's score for this conductor
+  (its soft tags make it this conductor's node); then the node's
+  rendezvous weight on this conductor, so that which of equal nodes a
+  conductor keeps is consistent hashing too;
+* a node that every conductor it may use turned away goes to its first
+  choice anyway, beyond that conductor's capacity: capacity never
+  orphans a node and never breaks a hard constraint. That is the only
+  way a conductor goes over.
 
-1. nodes with fewer eligible conductors first: they have fewer ways out,
-   and must not find their only conductors filled by nodes that had
-   others;
-2. then by the 64-bit hash of the node's key, the one rendezvous hashing
-   uses, so the order is a fair random draw that no node name biases.
-
-This is consistent hashing with bounded loads (Mirrokni, Thorup and
-Zadimoghaddam, SODA 2018) with each node's rendezvous fallback order as
-its probe sequence. The paper shows that with capacities (1+e) times the
-fair share an insertion or a removal moves O(1/e^2) other nodes in
-expectation; tools/benchmark_capacity.py measures ours.
-
-With no capacity set the result is the engine's, computed as before.
+The result is the one stable matching that is best for every node (no
+node and conductor would both rather have each other), whatever the
+order nodes ask in: so every process computes the same one from the
+same members and nodes, without talking to each other. While no
+conductor is full it is the engine's placement; a node leaves its first
+choice only for nodes more entitled to it. Adding or removing a node
+moves other nodes along one chain of turnings-away, the behaviour of
+consistent hashing with bounded loads (Mirrokni, Thorup and
+Zadimoghaddam, SODA 2018); tools/benchmark_capacity.py measures it.
 """
 
 from collections.abc import Mapping
 from collections.abc import Sequence
 import dataclasses
+import heapq
 
 from ironic_affinity import engine
 from ironic_affinity import profile
@@ -86,54 +93,38 @@ def is_limited(conductors: Sequence[profile.ConductorProfile]) -> bool:
     return any(c.max_nodes for c in conductors)
 
 
-class _Rooms:
-    """For each node class (its constraints), the conductors a spilled
-    node of that class may still go to.
+# How entitled a node is to a conductor: compared as tuples, greater is
+# more (see the module's docstring); the node's key comes last so that no
+# two nodes are ever equal.
+Entitlement = tuple[bool, int, int, bytes]
 
-    A node's fallback order ranks conductors by score, then rendezvous
-    weight; scores depend on the class alone. So the first conductor of
-    that order with room is the rendezvous winner among the class's
-    top-scoring conductors that have room: one tie-break over a short
-    list, not a walk of every node's whole order. The lists change only
-    when a conductor fills, at most once per conductor.
-    """
 
-    def __init__(self, placer: engine.PlacementEngine) -> None:
-        self._placer = placer
-        self._hash_of = dict(
-            zip(
-                (c.name for c in placer.conductors),
-                rendezvous.hash_names(c.name for c in placer.conductors),
-                strict=True,
-            )
-        )
-        self.full: set[str] = set()
-        self._open: dict[object, tuple[tuple[str, ...], list[int]]] = {}
+class _Asking:
+    """One node on its way through its fallback order."""
 
-    def fill(self, conductor: str) -> None:
-        self.full.add(conductor)
-        self._open.clear()
+    __slots__ = (
+        'node', 'key', 'ways', 'first', 'order', 'at', 'constraints', 'hash_key'
+    )
 
-    def best(self, node: profile.NodeRequest, key: int) -> str | None:
-        """The first conductor of the node's fallback order with room;
-        ``key`` is the node's rendezvous hash."""
-        found = self._open.get(node.constraints)
-        if found is None:
-            eligible = [
-                v
-                for v in self._placer.evaluate(node).eligible
-                if v.conductor not in self.full
-            ]
-            top = max((v.score for v in eligible), default=None)
-            names = tuple(v.conductor for v in eligible if v.score == top)
-            found = (names, [self._hash_of[name] for name in names])
-            self._open[node.constraints] = found
-        names, hashes = found
-        if len(names) < 2:
-            return names[0] if names else None
-        if len(names) < rendezvous.VECTOR_CELLS:
-            return names[rendezvous.winner(key, hashes)]
-        return names[rendezvous.winners([key], hashes)[0]]
+    def __init__(
+        self, node: profile.NodeRequest, key: int, ways: int, first: str
+    ) -> None:
+        self.node = node
+        self.key = key
+        self.ways = ways
+        self.first = first
+        # Properties of the node, computed each time they are read.
+        self.constraints = node.constraints
+        self.hash_key = node.hash_key
+        # The start of its fallback order, computed once it is refused:
+        # most nodes never are, and need only their first choice.
+        self.order: Sequence[str] | None = None
+        self.at = 0
+
+
+# How much of a refused node's fallback order is computed at first: a
+# node is rarely refused this many times, and past it gets the rest.
+ORDER_AHEAD = 16
 
 
 def assign(
@@ -155,43 +146,95 @@ def assign(
             if node.name in seen:
                 raise ValueError(_('node %r is listed twice') % node.name)
             seen.add(node.name)
-    if not any(limits.values()):
-        for conductor in first:
-            if conductor is not None:
-                loads[conductor] += 1
-        return Assignment(conductors, {}, frozenset(), loads, limits)
+    if any(limits.values()):
+        overflow = _defer(placer, nodes, keys, first, conductors, limits)
+    else:
+        overflow = set()
+    spilled: dict[str, str] = {}
+    for node, choice in zip(nodes, first, strict=True):
+        if node.name in overflow:
+            conductors[node.name] = choice
+        elif conductors[node.name] != choice and choice is not None:
+            spilled[node.name] = choice
+        placed = conductors[node.name]
+        if placed is not None:
+            loads[placed] += 1
+    return Assignment(conductors, spilled, frozenset(overflow), loads, limits)
 
-    # Fewest ways out first, then a fair random draw: see the docstring.
+
+def _defer(
+    placer: engine.PlacementEngine,
+    nodes: Sequence[profile.NodeRequest],
+    keys: Sequence[int],
+    first: Sequence[str | None],
+    conductors: dict[str, str | None],
+    limits: Mapping[str, int],
+) -> set[str]:
+    """Deferred acceptance: sets ``conductors`` to the matching, and
+    returns the nodes every conductor they may use turned away."""
+    hash_of = dict(zip(limits, rendezvous.hash_names(limits), strict=True))
+    scores: dict[tuple[object, str], int] = {}
     ways: dict[object, int] = {}
     for node in nodes:
         if node.constraints not in ways:
-            ways[node.constraints] = len(placer.evaluate(node).eligible)
-    order = sorted(
-        range(len(nodes)),
-        key=lambda i: (
-            ways[nodes[i].constraints],
-            keys[i],
-            nodes[i].hash_key,
-        ),
-    )
-    rooms = _Rooms(placer)
-    spilled: dict[str, str] = {}
-    overflow: set[str] = set()
-    for index in order:
-        choice = first[index]
-        if choice is None:
-            continue  # no eligible conductor: the engine's orphan
-        placed = choice
-        if choice in rooms.full:
-            node = nodes[index]
-            found = rooms.best(node, keys[index])
-            if found is None:
-                overflow.add(node.name)
-            else:
-                placed = found
-                spilled[node.name] = choice
-                conductors[node.name] = found
-        loads[placed] += 1
-        if loads[placed] == limits[placed]:
-            rooms.fill(placed)
-    return Assignment(conductors, spilled, frozenset(overflow), loads, limits)
+            eligible = placer.evaluate(node).eligible
+            ways[node.constraints] = len(eligible)
+            for verdict in eligible:
+                scores[node.constraints, verdict.conductor] = verdict.score
+    # Per limited conductor, a min-heap of the nodes it holds: the least
+    # entitled on top, to be compared with the next that asks.
+    held: dict[str, list[tuple[Entitlement, _Asking]]] = {
+        name: [] for name, limit in limits.items() if limit
+    }
+    asking = [
+        _Asking(node, key, ways[node.constraints], choice)
+        for node, key, choice in zip(nodes, keys, first, strict=True)
+        if choice is not None
+    ]
+    overflow = set()
+    # Nodes refused by their first choice, whose orders are computed
+    # together: one vector operation per constraints, not one per node.
+    refused: list[_Asking] = []
+    while asking or refused:
+        if not asking:
+            orders = placer.fallback_orders(
+                [turn.node for turn in refused],
+                [turn.key for turn in refused],
+                ORDER_AHEAD,
+            )
+            for turn, order in zip(refused, orders, strict=True):
+                turn.order = order
+            asking, refused = refused, []
+        turn = asking.pop()
+        if turn.at == 0:
+            name = turn.first
+        elif turn.order is None:
+            refused.append(turn)
+            continue
+        else:
+            if turn.at == len(turn.order) < turn.ways:
+                turn.order = placer.fallback_order(turn.node)
+            if turn.at == len(turn.order):
+                overflow.add(turn.node.name)
+                continue
+            name = turn.order[turn.at]
+        turn.at += 1
+        room = held.get(name)
+        if room is None:  # no limit
+            conductors[turn.node.name] = name
+            continue
+        entitled = (
+            turn.ways == 1,
+            scores[turn.constraints, name],
+            rendezvous.weight(turn.key, hash_of[name]),
+            turn.hash_key,
+        )
+        if len(room) < limits[name]:
+            heapq.heappush(room, (entitled, turn))
+        elif entitled > room[0][0]:
+            asking.append(heapq.heapreplace(room, (entitled, turn))[1])
+        else:
+            asking.append(turn)
+            continue
+        conductors[turn.node.name] = name
+    return overflow

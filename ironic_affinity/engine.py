@@ -289,6 +289,43 @@ class PlacementEngine:
                 result[index] = tied[pick]
         return result
 
+    def fallback_orders(
+        self,
+        nodes: Sequence[profile.NodeRequest],
+        keys: Sequence[int],
+        limit: int,
+    ) -> list[tuple[str, ...]]:
+        """The first ``limit`` conductors of each node's
+        :meth:`fallback_order`, for many nodes at once.
+
+        :param keys: the nodes' :func:`rendezvous.hash_keys`.
+        """
+        groups: dict[object, list[int]] = {}
+        for index, node in enumerate(nodes):
+            groups.setdefault(node.constraints, []).append(index)
+        result: list[tuple[str, ...]] = [()] * len(nodes)
+        for constraints, indexes in groups.items():
+            evaluation, _hashes = self._evaluate(constraints)  # type: ignore
+            tiers: dict[int, list[str]] = {}
+            for verdict in evaluation.eligible:
+                tiers.setdefault(verdict.score, []).append(verdict.conductor)
+            orders: list[list[str]] = [[] for _ in indexes]
+            for score in sorted(tiers, reverse=True):
+                names = tiers[score]
+                wanted = [i for i, o in enumerate(orders) if len(o) < limit]
+                if not wanted:
+                    break
+                ranked = rendezvous.rankings(
+                    [keys[indexes[i]] for i in wanted],
+                    [self._hash_of[name] for name in names],
+                    limit,
+                )
+                for i, picks in zip(wanted, ranked, strict=True):
+                    orders[i].extend(names[p] for p in picks)
+            for index, order in zip(indexes, orders, strict=True):
+                result[index] = tuple(order[:limit])
+        return result
+
     def fallback_order(self, node: profile.NodeRequest) -> tuple[str, ...]:
         """Every eligible conductor, the chosen one first, then who takes
         the node if it dies, then the next, and so on."""

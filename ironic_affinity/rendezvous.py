@@ -101,6 +101,23 @@ def winners(keys: Sequence[int], members: Sequence[int]) -> list[int]:
     return [winner(key, members) for key in keys]
 
 
+def rankings(
+    keys: Sequence[int], members: Sequence[int], limit: int
+) -> list[list[int]]:
+    """For each node hash, the indexes of its ``limit`` highest-weight
+    members, highest first; equal weights in the order given."""
+    if len(keys) * len(members) >= VECTOR_CELLS:
+        from ironic_affinity import rendezvous_vector
+
+        return rendezvous_vector.rankings(keys, members, limit)
+    found = []
+    for key in keys:
+        weights = [weight(key, member) for member in members]
+        order = sorted(range(len(members)), key=lambda i: (-weights[i], i))
+        found.append(order[:limit])
+    return found
+
+
 def ranking(key: bytes, names: Sequence[str]) -> list[str]:
     """``names`` from the highest rendezvous weight for ``key`` down.
 

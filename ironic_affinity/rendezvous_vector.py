@@ -68,3 +68,19 @@ def winners(keys: Sequence[int], members: Sequence[int]) -> list[int]:
     """:func:`winners_of` on plain integers."""
     found: list[int] = winners_of(as_hashes(keys), as_hashes(members)).tolist()
     return found
+
+
+def rankings(
+    keys: Sequence[int], members: Sequence[int], limit: int
+) -> list[list[int]]:
+    """:func:`rendezvous.rankings`, a block of nodes at a time."""
+    node_hashes, member_hashes = as_hashes(keys), as_hashes(members)
+    found: list[list[int]] = []
+    rows = max(1, _CHUNK_CELLS // max(1, len(members)))
+    for start in range(0, len(keys), rows):
+        block = node_hashes[start : start + rows, np.newaxis] ^ member_hashes
+        # ~w sorts the highest weight first; stable keeps equal weights
+        # in the order given, as the plain version does.
+        order = np.argsort(~_mix(block), axis=1, kind='stable')
+        found.extend(order[:, :limit].tolist())
+    return found

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 
+from ironic_affinity import capacity
 from ironic_affinity import engine
 from ironic_affinity import profile
 from ironic_affinity import tags
@@ -39,6 +40,46 @@ def loads(
     return counts
 
 
+def _place(
+    placer: engine.PlacementEngine, nodes: Sequence[profile.NodeRequest]
+) -> dict[str, Any]:
+    """Placements and loads; with capacity, who spilled and where each
+    conductor stands against its ``max_nodes``."""
+    placements = placer.place_all(nodes)
+    rows = [
+        {
+            'node': p.node,
+            'conductor': p.conductor,
+            'score': p.score,
+            'tied': list(p.tied),
+        }
+        for p in placements
+    ]
+    if not capacity.is_limited(placer.conductors):
+        return {
+            'placements': rows,
+            'loads': loads(placer.conductors, placements),
+        }
+    assignment = capacity.assign(placer, nodes)
+    for row, node in zip(rows, nodes, strict=True):
+        spilled = assignment.spilled.get(node.name)
+        if spilled is not None:
+            placed = assignment.conductors[node.name]
+            verdict = next(
+                v for v in placer.evaluate(node).verdicts if v.conductor == placed
+            )
+            row.update(conductor=placed, score=verdict.score, spilled_from=spilled)
+        elif node.name in assignment.overflow:
+            row['over_capacity'] = True
+    return {
+        'placements': rows,
+        'loads': dict(assignment.loads),
+        'capacities': dict(assignment.capacities),
+        'over_capacity': assignment.over_capacity(),
+        'spilled': len(assignment.spilled),
+    }
+
+
 def plan(
     conductors: Sequence[profile.ConductorProfile],
     nodes: Sequence[profile.NodeRequest],
@@ -47,29 +88,24 @@ def plan(
     """Place every node over the conductors that are not down.
 
     With conductors down, also list the moves against the same scenario
-    with every conductor up.
+    with every conductor up. With any ``max_nodes`` set, placement is
+    under capacity (:mod:`ironic_affinity.capacity`): the result also has
+    each conductor's capacity (0 for none), those over it, and for each
+    node that did not get its first choice, ``spilled_from``.
     """
     live = engine.PlacementEngine(c for c in conductors if c.name not in down)
-    placements = live.place_all(nodes)
-    result: dict[str, Any] = {
-        'placements': [
-            {
-                'node': p.node,
-                'conductor': p.conductor,
-                'score': p.score,
-                'tied': list(p.tied),
-            }
-            for p in placements
-        ],
-        'loads': loads(live.conductors, placements),
-        'unplaced': [p.node for p in placements if p.conductor is None],
-    }
+    result = _place(live, nodes)
+    result['unplaced'] = [
+        p['node'] for p in result['placements'] if p['conductor'] is None
+    ]
     if down:
-        before = engine.PlacementEngine(conductors).place_all(nodes)
+        before = _place(engine.PlacementEngine(conductors), nodes)
         result['moves'] = [
-            {'node': old.node, 'from': old.conductor, 'to': new.conductor}
-            for old, new in zip(before, placements, strict=True)
-            if old.conductor != new.conductor
+            {'node': old['node'], 'from': old['conductor'], 'to': new['conductor']}
+            for old, new in zip(
+                before['placements'], result['placements'], strict=True
+            )
+            if old['conductor'] != new['conductor']
         ]
     return result
 
@@ -87,28 +123,55 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     )
 
 
+def _note(placement: dict[str, Any]) -> str | None:
+    if 'spilled_from' in placement:
+        return 'spilled: %s full' % placement['spilled_from']
+    if placement.get('over_capacity'):
+        return 'over capacity: every way out full'
+    return None
+
+
 def render_plan(report: dict[str, Any], down: Collection[str] = ()) -> str:
     """The plan as tables: placements, loads, orphans and moves."""
     placements = report['placements']
+    capacities = report.get('capacities')
+    headers: tuple[str, ...] = ('NODE', 'CONDUCTOR', 'SCORE', 'TIED AT TOP')
+    rows = [
+        [p['node'], p['conductor'], p['score'], ', '.join(p['tied']) or None]
+        for p in placements
+    ]
+    if capacities is not None:
+        headers += ('CAPACITY',)
+        for row, placement in zip(rows, placements, strict=True):
+            row.append(_note(placement))
+    load_rows: list[tuple[Any, ...]] = sorted(report['loads'].items())
+    load_headers: tuple[str, ...] = ('CONDUCTOR', 'NODES')
+    if capacities is not None:
+        load_headers += ('MAX_NODES', 'OVER')
+        load_rows = [
+            (name, count, capacities.get(name) or None,
+             report['over_capacity'].get(name))
+            for name, count in load_rows
+        ]
     parts = [
         'Placements',
-        _table(
-            ('NODE', 'CONDUCTOR', 'SCORE', 'TIED AT TOP'),
-            [
-                (
-                    p['node'],
-                    p['conductor'],
-                    p['score'],
-                    ', '.join(p['tied']) or None,
-                )
-                for p in placements
-            ],
-        ),
+        _table(headers, rows),
         '',
         'Loads' + (' (down: %s)' % ', '.join(sorted(down)) if down else ''),
-        _table(('CONDUCTOR', 'NODES'), sorted(report['loads'].items())),
+        _table(load_headers, load_rows),
         '',
     ]
+    if capacities is not None:
+        over = report['over_capacity']
+        parts.append(
+            'Nodes spilled from a full first choice: %d; conductors over '
+            'capacity: %s'
+            % (
+                report['spilled'],
+                ', '.join('%s (+%d)' % item for item in sorted(over.items()))
+                or 'none',
+            )
+        )
     unplaced = report['unplaced']
     parts.append(
         'Nodes without a valid conductor: %s'
@@ -132,10 +195,27 @@ def explain(
     conductors: Sequence[profile.ConductorProfile],
     node: profile.NodeRequest,
     down: Collection[str] = (),
+    nodes: Sequence[profile.NodeRequest] = (),
 ) -> dict[str, Any]:
-    """Every conductor's verdict for one node, and the fallback order."""
+    """Every conductor's verdict for one node, and the fallback order.
+
+    :param nodes: every node of the deployment or scenario. Under
+        capacity a node's place depends on the others: the result then
+        also has each conductor's load and capacity and, for a node that
+        did not get its first choice, ``spilled_from``.
+    """
     live = engine.PlacementEngine(c for c in conductors if c.name not in down)
     placement = live.place(node)
+    chosen = placement.conductor
+    extra: dict[str, Any] = {}
+    assignment = None
+    if capacity.is_limited(live.conductors):
+        others = [n for n in nodes if n.name != node.name]
+        assignment = capacity.assign(live, others + [node])
+        chosen = assignment.conductors[node.name]
+        if node.name in assignment.spilled:
+            extra['spilled_from'] = assignment.spilled[node.name]
+        extra['over_capacity'] = node.name in assignment.overflow
     verdicts = {v.conductor: v for v in live.evaluate(node).verdicts}
     rows = []
     for conductor in sorted(c.name for c in conductors):
@@ -146,7 +226,7 @@ def explain(
         elif verdict.excluded is not None:
             row.update(verdict='excluded', reason=verdict.excluded)
         else:
-            if conductor == placement.conductor:
+            if conductor == chosen:
                 state = 'chosen'
             elif conductor in placement.tied:
                 state = 'tied'
@@ -157,14 +237,20 @@ def explain(
                 score=verdict.score,
                 breakdown=[list(item) for item in verdict.breakdown],
             )
+        if assignment is not None and verdict is not None:
+            row.update(
+                load=assignment.loads[conductor],
+                max_nodes=assignment.capacities[conductor],
+            )
         rows.append(row)
     return {
         'node': node.name,
         'hash_key': node.hash_key.decode('utf-8'),
         'tags': sorted(node.tags),
-        'conductor': placement.conductor,
+        'conductor': chosen,
         'conductors': rows,
         'fallback': list(live.fallback_order(node)),
+        **extra,
     }
 
 
@@ -172,11 +258,31 @@ def _verdict_text(row: dict[str, Any]) -> str:
     if row['verdict'] in ('down', 'excluded'):
         return ': '.join(filter(None, (row['verdict'], row.get('reason'))))
     detail = ', '.join('%s %+d' % (tag, w) for tag, w in row['breakdown'])
-    return '%s, score %d%s' % (
+    text = '%s, score %d%s' % (
         row['verdict'],
         row['score'],
         ' (%s)' % detail if detail else '',
     )
+    if 'load' in row:
+        text += ', %d node(s) of %s' % (
+            row['load'],
+            row['max_nodes'] or 'no limit',
+        )
+    return text
+
+
+def _placed_text(report: dict[str, Any]) -> str:
+    text = report['conductor'] or 'no valid conductor'
+    if 'spilled_from' in report:
+        text += ' (spilled: its first choice %s is full)' % (
+            report['spilled_from']
+        )
+    elif report.get('over_capacity'):
+        text += (
+            ' (over capacity: every conductor it may use is full, so its '
+            'first choice takes it anyway)'
+        )
+    return text
 
 
 def render_explain(report: dict[str, Any]) -> str:
@@ -196,7 +302,7 @@ def render_explain(report: dict[str, Any]) -> str:
                     for r in report['conductors']
                 ],
             ),
-            'Placed on: %s' % (report['conductor'] or 'no valid conductor'),
+            'Placed on: %s' % _placed_text(report),
             'Fallback order: %s' % (' > '.join(report['fallback']) or 'none'),
         ]
     )
@@ -299,7 +405,8 @@ def check(
     conductors: Sequence[profile.ConductorProfile],
     nodes: Sequence[profile.NodeRequest],
 ) -> dict[str, Any]:
-    """Nodes no conductor may take, and nodes only one conductor may."""
+    """Nodes no conductor may take, nodes only one conductor may, and
+    conductors over their capacity."""
     placer = engine.PlacementEngine(conductors)
     orphans = []
     single = []
@@ -319,11 +426,22 @@ def check(
             single.append(
                 {'node': node.name, 'uuid': node.uuid, 'conductor': order[0]}
             )
+    over: dict[str, dict[str, int]] = {}
+    if capacity.is_limited(placer.conductors):
+        assignment = capacity.assign(placer, nodes)
+        over = {
+            name: {
+                'nodes': assignment.loads[name],
+                'max_nodes': assignment.capacities[name],
+            }
+            for name in assignment.over_capacity()
+        }
     return {
         'conductors': len(conductors),
         'nodes': len(nodes),
         'orphans': orphans,
         'single_conductor': single,
+        'over_capacity': over,
     }
 
 
@@ -357,4 +475,12 @@ def render_check(report: dict[str, Any]) -> str:
     )
     for spof in report['single_conductor']:
         parts.append('  %s: %s' % (spof['node'], spof['conductor']))
+    over = report.get('over_capacity', {})
+    parts.append('Conductors over max_nodes: %d' % len(over))
+    for name, figures in sorted(over.items()):
+        parts.append(
+            '  %s: %d node(s) for max_nodes %d (every conductor their '
+            'nodes may use is full)'
+            % (name, figures['nodes'], figures['max_nodes'])
+        )
     return '\n'.join(parts)

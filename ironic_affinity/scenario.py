@@ -20,6 +20,7 @@ A scenario is a YAML or JSON mapping::
         soft_affinity_tags: [rack10, "network1:5"]
         conductor_group: ''                    # optional
         hardware_types: [ipmi, redfish]        # optional; default: all
+        max_nodes: 600                         # optional; default 0: no limit
     nodes:
       - name: node1
         uuid: 5d6a...                          # optional; hashed if given
@@ -47,7 +48,8 @@ from ironic_affinity._i18n import _
 MAX_FILE_BYTES = 64 * 1024 * 1024
 
 _CONDUCTOR_KEYS = frozenset(
-    ('name', 'conductor_group', 'hardware_types') + profile.TAG_OPTIONS
+    ('name', 'conductor_group', 'hardware_types', 'max_nodes')
+    + profile.TAG_OPTIONS
 )
 _NODE_KEYS = frozenset(
     ('name', 'uuid', 'affinity_tags', 'driver', 'conductor_group')
@@ -220,8 +222,13 @@ def _conductor(
             hard_anti_affinity_tags=entry.get(profile.HARD_ANTI_AFFINITY),
             soft_affinity_tags=entry.get(profile.SOFT_AFFINITY),
             soft_anti_affinity_tags=entry.get(profile.SOFT_ANTI_AFFINITY),
+            max_nodes=entry.get('max_nodes', 0),
         )
-    except (exception.InvalidTag, exception.ConflictingTags) as exc:
+    except (
+        exception.InvalidTag,
+        exception.ConflictingTags,
+        exception.InvalidCapacity,
+    ) as exc:
         raise exception.InvalidScenario('%s: %s' % (where, exc)) from exc
 
 

@@ -98,7 +98,9 @@ def explain(conf: cfg.ConfigOpts, args: Any, wanted: str) -> int:
     found = [n for n in deployment.nodes if wanted in (n.name, n.uuid)]
     if not found:
         raise exception.AffinityError(_('no node %r') % wanted)
-    result = report.explain(deployment.conductors, found[0], set(args.down))
+    result = report.explain(
+        deployment.conductors, found[0], set(args.down), deployment.nodes
+    )
     output.emit(result, report.render_explain(result), args.format)
     return 0
 
@@ -108,7 +110,8 @@ def check(conf: cfg.ConfigOpts, args: Any) -> int:
     result = report.check(deployment.conductors, deployment.nodes)
     result['not_members'] = sorted(deployment.not_members)
     output.emit(result, report.render_check(result), args.format)
-    return EXIT_PROBLEM if result['orphans'] else 0
+    problems = result['orphans'] or result['over_capacity']
+    return EXIT_PROBLEM if problems else 0
 
 
 def members(conf: cfg.ConfigOpts, args: Any) -> int:

@@ -57,6 +57,8 @@ def plan(args: Any) -> int:
 def explain(args: Any, path: str, node_name: str) -> int:
     loaded = load(path, args.down)
     node = loaded.node(node_name)
-    result = report.explain(loaded.conductors, node, set(args.down))
+    result = report.explain(
+        loaded.conductors, node, set(args.down), loaded.nodes
+    )
     output.emit(result, report.render_explain(result), args.format)
     return 0

@@ -13,9 +13,9 @@
 """Placement under conductor capacity: examples, then properties.
 
 The properties are checked against what the test generated (the RFE's
-rule written in test_properties, and a plain walk of each node's
-fallback order in the canonical order), not against anything the
-capacity module computed.
+rule written in test_properties), against deferred acceptance written
+plainly here, and against the definition of a stable matching, not
+against anything the capacity module computed.
 """
 
 import dataclasses
@@ -166,28 +166,49 @@ class AssignTestCase(base.TestCase):
         self.assertIn('node-r-0', str(error))
 
 
-def reference(placer, nodes):
-    """Bounded loads as the docstring defines them, the slow way: nodes
-    by (eligible conductors, hash of key), each to the first conductor of
-    its whole fallback order with room, else to its first choice."""
-    limits = {c.name: c.max_nodes for c in placer.conductors}
-    loads = dict.fromkeys(limits, 0)
-    order = sorted(
-        nodes,
-        key=lambda n: (
-            len(placer.fallback_order(n)),
-            rendezvous.hash64(n.hash_key),
-            n.hash_key,
-        ),
+def entitlement(placer, node, name):
+    """How entitled a node is to a conductor, as the capacity module's
+    docstring defines it: a node with no other way out, then its score
+    there, then its rendezvous weight there, then its key."""
+    order = placer.fallback_order(node)
+    score = next(
+        v.score for v in placer.evaluate(node).verdicts if v.conductor == name
     )
-    result = {}
-    for node in order:
-        ranked = placer.fallback_order(node)
-        room = [c for c in ranked if not limits[c] or loads[c] < limits[c]]
-        chosen = (room or ranked or [None])[0]
-        result[node.name] = chosen
-        if chosen is not None:
-            loads[chosen] += 1
+    weight = rendezvous.weight(
+        rendezvous.hash64(node.hash_key), rendezvous.hash64(name.encode())
+    )
+    return (len(order) == 1, score, weight, node.hash_key)
+
+
+def reference(placer, nodes):
+    """Deferred acceptance the plain way: nodes ask in the order given,
+    first in first out, each down its whole fallback order; a full
+    conductor drops its least entitled node; a node every conductor
+    refused goes to its first choice."""
+    limits = {c.name: c.max_nodes for c in placer.conductors}
+    held = {name: [] for name in limits}
+    orders = {n.name: list(placer.fallback_order(n)) for n in nodes}
+    asked = {n.name: 0 for n in nodes}
+    queue = [n for n in nodes if orders[n.name]]
+    result = {n.name: None for n in nodes}
+    while queue:
+        node = queue.pop(0)
+        order = orders[node.name]
+        if asked[node.name] == len(order):
+            result[node.name] = order[0]
+            continue
+        name = order[asked[node.name]]
+        asked[node.name] += 1
+        held[name].append(node)
+        if limits[name] and len(held[name]) > limits[name]:
+            least = min(
+                held[name], key=lambda n: entitlement(placer, n, name)
+            )
+            held[name].remove(least)
+            queue.append(least)
+    for name, kept in held.items():
+        for node in kept:
+            result[node.name] = name
     return result
 
 
@@ -210,7 +231,7 @@ class CapacityPropertiesTestCase(base.TestCase):
 
     @props.ENGINE_SETTINGS
     @given(limited_scenarios())
-    def test_the_fast_walk_is_the_reference_walk(self, scenario):
+    def test_it_is_plain_deferred_acceptance(self, scenario):
         _specs, conductors, _node_specs, nodes = scenario
         placer = engine.PlacementEngine(conductors)
         self.assertEqual(
@@ -280,6 +301,39 @@ class CapacityPropertiesTestCase(base.TestCase):
                 self.assertGreaterEqual(result.loads[better], limits[better])
                 self.assertTrue(limits[better])
 
+    @props.ENGINE_SETTINGS
+    @given(limited_scenarios())
+    def test_no_node_and_conductor_would_rather_have_each_other(
+        self, scenario
+    ):
+        """Stability: a node that prefers another conductor to its own
+        (or, turned away everywhere, any conductor) finds it full of
+        nodes more entitled to it."""
+        _specs, conductors, _node_specs, nodes = scenario
+        placer = engine.PlacementEngine(conductors)
+        result = capacity.assign(placer, nodes)
+        limits = {c.name: c.max_nodes for c in conductors}
+        holding = {name: [] for name in limits}
+        for node in nodes:
+            if node.name not in result.overflow and result.conductors[node.name]:
+                holding[result.conductors[node.name]].append(node)
+        for node in nodes:
+            order = list(placer.fallback_order(node))
+            if node.name in result.overflow:
+                better = order
+            elif order:
+                better = order[: order.index(result.conductors[node.name])]
+            else:
+                better = []
+            for name in better:
+                self.assertTrue(limits[name], name)
+                self.assertEqual(limits[name], len(holding[name]))
+                mine = entitlement(placer, node, name)
+                for other in holding[name]:
+                    self.assertGreater(
+                        entitlement(placer, other, name), mine
+                    )
+
     @props.COSTLY_SETTINGS
     @given(limited_scenarios(), st.randoms(use_true_random=False))
     def test_order_does_not_matter(self, scenario, rnd):
@@ -290,6 +344,17 @@ class CapacityPropertiesTestCase(base.TestCase):
         rnd.shuffle(nodes)
         found = capacity.assign(engine.PlacementEngine(conductors), nodes)
         self.assertEqual(expected, found)
+
+    @props.COSTLY_SETTINGS
+    @given(limited_scenarios(), st.integers(1, 9))
+    def test_fallback_orders_begin_every_fallback_order(self, scenario, limit):
+        _specs, conductors, _node_specs, nodes = scenario
+        placer = engine.PlacementEngine(conductors)
+        keys = rendezvous.hash_keys(n.hash_key for n in nodes)
+        self.assertEqual(
+            [placer.fallback_order(n)[:limit] for n in nodes],
+            placer.fallback_orders(nodes, keys, limit),
+        )
 
     @props.COSTLY_SETTINGS
     @given(limited_scenarios())

@@ -38,6 +38,28 @@ class RendezvousTestCase(base.TestCase):
         expected = [rendezvous.winner(key, members) for key in keys]
         self.assertEqual(expected, rendezvous_vector.winners(keys, members))
 
+    @given(
+        st.lists(HASHES, max_size=30),
+        st.lists(st.sampled_from([0, 1, rendezvous.MASK64]) | HASHES,
+                 min_size=1, max_size=40),
+        st.integers(1, 45),
+    )  # fmt: skip
+    def test_integer_and_numpy_rankings_agree(self, keys, members, limit):
+        # The plain rankings, written from the definition.
+        expected = [
+            sorted(
+                range(len(members)),
+                key=lambda i, k=key: (-rendezvous.weight(k, members[i]), i),
+            )[:limit]
+            for key in keys
+        ]
+        self.assertEqual(
+            expected, rendezvous_vector.rankings(keys, members, limit)
+        )
+        self.assertEqual(expected, rendezvous.rankings(keys, members, limit))
+        for key, ranked in zip(keys, expected):
+            self.assertEqual(rendezvous.winner(key, members), ranked[0])
+
     def test_large_batches_give_what_one_by_one_gives(self):
         keys = rendezvous.hash_keys(b'node-%d' % i for i in range(2000))
         members = rendezvous.hash_names('c%d' % i for i in range(7))
