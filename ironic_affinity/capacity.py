@@ -45,6 +45,7 @@ consistent hashing with bounded loads (Mirrokni, Thorup and
 Zadimoghaddam, SODA 2018); tools/benchmark_capacity.py measures it.
 """
 
+from collections.abc import Callable
 from collections.abc import Mapping
 from collections.abc import Sequence
 import dataclasses
@@ -122,6 +123,9 @@ class _Asking:
         self.at = 0
 
 
+# Steps of deferred acceptance between two calls of ``pause``.
+PAUSE_EVERY = 2000
+
 # How much of a refused node's fallback order is computed at first: a
 # node is rarely refused this many times, and past it gets the rest.
 ORDER_AHEAD = 16
@@ -130,9 +134,12 @@ ORDER_AHEAD = 16
 def assign(
     placer: engine.PlacementEngine,
     nodes: Sequence[profile.NodeRequest],
+    pause: Callable[[], None] | None = None,
 ) -> Assignment:
     """Place every node, honouring each conductor's ``max_nodes``.
 
+    :param pause: called every :data:`PAUSE_EVERY` steps, for a caller
+        whose other threads only run when this one yields.
     :raises: ValueError when two nodes have one name.
     """
     limits = {c.name: c.max_nodes for c in placer.conductors}
@@ -147,7 +154,9 @@ def assign(
                 raise ValueError(_('node %r is listed twice') % node.name)
             seen.add(node.name)
     if any(limits.values()):
-        overflow = _defer(placer, nodes, keys, first, conductors, limits)
+        overflow = _defer(
+            placer, nodes, keys, first, conductors, limits, pause
+        )
     else:
         overflow = set()
     spilled: dict[str, str] = {}
@@ -169,6 +178,7 @@ def _defer(
     first: Sequence[str | None],
     conductors: dict[str, str | None],
     limits: Mapping[str, int],
+    pause: Callable[[], None] | None,
 ) -> set[str]:
     """Deferred acceptance: sets ``conductors`` to the matching, and
     returns the nodes every conductor they may use turned away."""
@@ -195,7 +205,11 @@ def _defer(
     # Nodes refused by their first choice, whose orders are computed
     # together: one vector operation per constraints, not one per node.
     refused: list[_Asking] = []
+    steps = 0
     while asking or refused:
+        steps += 1
+        if pause is not None and steps % PAUSE_EVERY == 0:
+            pause()
         if not asking:
             orders = placer.fallback_orders(
                 [turn.node for turn in refused],
@@ -238,3 +252,23 @@ def _defer(
             continue
         conductors[turn.node.name] = name
     return overflow
+
+
+def place_newcomer(
+    assignment: Assignment,
+    placer: engine.PlacementEngine,
+    node: profile.NodeRequest,
+) -> str | None:
+    """Where a node that ``assignment`` did not place goes until the next
+    one does (a node just read, or whose tags just changed): the first
+    conductor of its fallback order with room left, else its first
+    choice. It takes no room: every process answers it alike from the
+    same assignment.
+    """
+    order = placer.fallback_order(node)
+    limits, loads = assignment.capacities, assignment.loads
+    for name in order:
+        limit = limits.get(name, 0)
+        if not limit or loads.get(name, 0) < limit:
+            return name
+    return order[0] if order else None

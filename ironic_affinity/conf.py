@@ -126,6 +126,28 @@ TAG_OPTS = [
     ),
 ]
 
+CAPACITY_OPTS = [
+    cfg.IntOpt(
+        'max_nodes',
+        default=0,
+        min=0,
+        mutable=True,
+        help=_(
+            'The most nodes this conductor takes while other conductors a '
+            'node may use have room; 0, the default, is no limit. A node '
+            'whose preferred conductor is full goes to the next conductor '
+            'of its fallback order with room; a full conductor keeps the '
+            'nodes that have no other conductor, then those that score it '
+            'highest. When every conductor a node may use is full, the '
+            'node still goes to its first choice, beyond its max_nodes, and '
+            'that is logged and reported by "ironic-affinity check". '
+            'Published to every process with the tags: every process and '
+            'conductor must run a release that knows this option before it '
+            'is set.'
+        ),
+    ),
+]
+
 
 MEMBERSHIP_OPTS = [
     cfg.StrOpt(
@@ -248,16 +270,18 @@ IRONIC_OPTS = [
     ),
 ]
 
+ALL_OPTS = TAG_OPTS + CAPACITY_OPTS + MEMBERSHIP_OPTS + IRONIC_OPTS
+
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
     """Register the [affinity] options on ``conf``."""
     conf.register_group(GROUP)
-    conf.register_opts(TAG_OPTS + MEMBERSHIP_OPTS + IRONIC_OPTS, group=GROUP)
+    conf.register_opts(ALL_OPTS, group=GROUP)
 
 
 def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:
     """The options, for oslo-config-generator and the docs."""
-    return [(GROUP, TAG_OPTS + MEMBERSHIP_OPTS + IRONIC_OPTS)]
+    return [(GROUP, ALL_OPTS)]
 
 
 def conductor_profile(
@@ -280,4 +304,5 @@ def conductor_profile(
         soft_anti_affinity_tags=group.soft_anti_affinity_tags,
         hardware_types=hardware_types,
         conductor_group=conductor_group.lower(),
+        max_nodes=group.max_nodes,
     )

@@ -349,6 +349,7 @@ def members(
                 profile.SOFT_ANTI_AFFINITY: tags.format_weighted(
                     dict(c.soft_anti_affinity_tags)
                 ),
+                'max_nodes': c.max_nodes,
                 'held_through_outage': name in held,
             }
             for name, c in sorted(found.items())
@@ -380,6 +381,7 @@ def render_members(report: dict[str, Any]) -> str:
                 'HARD ANTI',
                 'SOFT',
                 'SOFT ANTI',
+                'MAX NODES',
             ),
             [
                 (
@@ -391,6 +393,7 @@ def render_members(report: dict[str, Any]) -> str:
                     ', '.join(m[profile.HARD_ANTI_AFFINITY]) or None,
                     m[profile.SOFT_AFFINITY] or None,
                     m[profile.SOFT_ANTI_AFFINITY] or None,
+                    m['max_nodes'] or None,
                 )
                 for m in report['members']
             ],

@@ -296,6 +296,10 @@ class NodeTagCache:
         found = self._buckets[tag_board.bucket_of(uuid)].get(uuid)
         return None if found is None else found.tags
 
+    def facts(self, uuid: str) -> NodeFacts | None:
+        """All that is held of the node, or None for a node not read yet."""
+        return self._buckets[tag_board.bucket_of(uuid)].get(uuid)
+
     def nodes(self) -> list[tuple[str, NodeFacts]]:
         """(uuid, facts) of every node held, for the placement metrics."""
         return [item for bucket in self._buckets for item in bucket.items()]

@@ -29,6 +29,7 @@ from oslo_log import log
 
 from ironic_affinity import exception
 from ironic_affinity.integration import active_source
+from ironic_affinity.integration import capacity_state
 from ironic_affinity.integration import ironic_db
 from ironic_affinity.integration import live
 from ironic_affinity.integration import metrics
@@ -85,6 +86,11 @@ class ProcessServices:
             conf.affinity.node_tags_rescan_interval,
             service.api_group(conf),
             warm_timeout=float(conf.affinity.member_timeout),
+        )
+        self.capacity = capacity_state.CapacityStates(
+            self.node_tags,
+            lambda: float(conf.affinity.node_tags_interval),
+            LOG,
         )
         self.orphans = orphans.OrphanReports(LOG)
         self.missing = missing_members.MissingMembers(

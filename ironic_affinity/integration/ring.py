@@ -29,6 +29,8 @@ from ironic_affinity import profile
 from ironic_affinity import rendezvous
 
 NodeLookup = Callable[[str], frozenset[str] | None]
+#: Where a node goes under capacity: (uuid, request) -> conductor.
+CapacityLookup = Callable[[str, profile.NodeRequest], str | None]
 
 
 class NoValidConductor(set[str]):
@@ -55,7 +57,11 @@ class AffinityRing:
         node_tags: NodeLookup,
         on_orphan: Callable[[str, engine.Evaluation], str],
         error: Callable[[str], Exception],
+        under_capacity: CapacityLookup | None = None,
     ) -> None:
+        """:param under_capacity: given when a conductor has a
+            ``max_nodes``: then a node's conductor depends on the other
+            nodes, and this says which it is."""
         self.placer = placer
         self.driver = driver
         self.group = group
@@ -64,6 +70,7 @@ class AffinityRing:
         self._node_tags = node_tags
         self._on_orphan = on_orphan
         self._error = error
+        self._under_capacity = under_capacity
 
     def request(
         self, uuid: str, node_tags: frozenset[str]
@@ -109,6 +116,10 @@ class AffinityRing:
             node_tags = frozenset()
         node = self.request(uuid, node_tags)
         if replicas == 1 and not ignored:
+            if self._under_capacity is not None:
+                found = self._under_capacity(uuid, node)
+                if found in self.nodes:
+                    return {found}  # type: ignore[arg-type]
             placement = self.placer.place(node)
             if placement.conductor is not None:
                 return {placement.conductor}

@@ -32,6 +32,7 @@ from typing import Any
 from ironic.common import exception as ironic_exception
 from ironic.conf import CONF
 
+from ironic_affinity import capacity
 from ironic_affinity.integration import placement_state
 from ironic_affinity.integration import process_services
 from ironic_affinity.integration import ring
@@ -101,12 +102,17 @@ class AffinityHashRingManager:
                 services.orphans.not_in_group(driver_name, group, hosts),
                 _no_valid_host,
             )
+        placer = state.engines[self.use_groups]
+        under_capacity = None
+        if capacity.is_limited(placer.conductors):
+            under_capacity = services.capacity.lookup(placer, self.use_groups)
         return ring.AffinityRing(
-            state.engines[self.use_groups],
+            placer,
             driver_name,
             group.lower(),
             live,
             services.node_tags.get,
             services.orphans.excluded,
             _no_valid_host,
+            under_capacity,
         )

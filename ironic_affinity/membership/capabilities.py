@@ -35,13 +35,23 @@ MAX_HARDWARE_TYPES = 256
 MAX_NAME_LENGTH = 255
 
 _KEYS = frozenset(
-    ('format',) + profile.TAG_OPTIONS + ('hardware_types', 'conductor_group')
+    ('format',)
+    + profile.TAG_OPTIONS
+    + ('hardware_types', 'conductor_group', 'max_nodes')
 )
+# Larger than any deployment: a bound, so that a member cannot publish a
+# number that is costly to print or compare.
+MAX_NODES_LIMIT = 10**9
 
 
 def encode(conductor: profile.ConductorProfile) -> dict[str, Any]:
-    """The capabilities of a conductor: plain JSON types, canonical."""
-    return {
+    """The capabilities of a conductor: plain JSON types, canonical.
+
+    ``max_nodes`` is published only when set: a reader of an earlier
+    release refuses keys it does not know, and so still reads every
+    conductor that does not use capacity.
+    """
+    found = {
         'format': FORMAT_VERSION,
         profile.HARD_AFFINITY: sorted(conductor.hard_affinity_tags),
         profile.HARD_ANTI_AFFINITY: sorted(conductor.hard_anti_affinity_tags),
@@ -58,6 +68,9 @@ def encode(conductor: profile.ConductorProfile) -> dict[str, Any]:
         ),
         'conductor_group': conductor.conductor_group,
     }
+    if conductor.max_nodes:
+        found['max_nodes'] = conductor.max_nodes
+    return found
 
 
 def _weighted(value: Any, where: str) -> dict[str, int]:
@@ -85,6 +98,18 @@ def _string(value: Any, where: str) -> str:
         raise exception.InvalidCapabilities(
             _('%(where)s must be a string of at most %(max)d characters')
             % {'where': where, 'max': MAX_NAME_LENGTH}
+        )
+    return value
+
+
+def _max_nodes(value: Any) -> int:
+    if (
+        type(value) is not int
+        or not 0 <= value <= MAX_NODES_LIMIT
+    ):
+        raise exception.InvalidCapabilities(
+            _('max_nodes must be a whole number from 0 to %(max)d, not %(got)s')
+            % {'max': MAX_NODES_LIMIT, 'got': _shown(value)}
         )
     return value
 
@@ -171,6 +196,7 @@ def decode(name: str, raw: Any) -> profile.ConductorProfile:
             conductor_group=_string(
                 raw.get('conductor_group', ''), 'conductor_group'
             ).lower(),
+            max_nodes=_max_nodes(raw.get('max_nodes', 0)),
         )
     except (exception.InvalidTag, exception.ConflictingTags) as exc:
         raise exception.InvalidCapabilities(str(exc)) from exc

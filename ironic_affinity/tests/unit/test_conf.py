@@ -31,6 +31,7 @@ class ListOptsTestCase(base.TestCase):
         self.assertEqual(list(profile.TAG_OPTIONS), names[:4])
         self.assertEqual(
             [
+                'max_nodes',
                 'backend_url',
                 'group_name',
                 'heartbeat_interval',
@@ -89,6 +90,7 @@ class TagOptionsTestCase(base.TestCase):
             'hard_anti_affinity_tags = net3, net4\n'
             'soft_affinity_tags = rack10 network1:5\n'
             'soft_anti_affinity_tags = rack20:2\n'
+            'max_nodes = 600\n'
         )
         self.conf(['--config-file', path])
         built = conf.conductor_profile(
@@ -103,6 +105,17 @@ class TagOptionsTestCase(base.TestCase):
         )
         self.assertEqual({'rack20': 2}, dict(built.soft_anti_affinity_tags))
         self.assertEqual('group1', built.conductor_group)
+        self.assertEqual(600, built.max_nodes)
+
+    def test_max_nodes_defaults_to_no_limit_and_refuses_negatives(self):
+        self.conf([])
+        self.assertEqual(0, conf.conductor_profile(self.conf, 'c').max_nodes)
+        path = self._conf_file('[affinity]\nmax_nodes = -5\n')
+        self.conf(['--config-file', path])
+        exc = self.assertRaises(
+            cfg.ConfigFileValueError, getattr, self.conf.affinity, 'max_nodes'
+        )
+        self.assertIn('max_nodes', str(exc))
 
     def test_bad_value_names_option_and_tag(self):
         path = self._conf_file('[affinity]\nsoft_affinity_tags = ok b@d\n')
@@ -145,3 +158,12 @@ class TagOptionsTestCase(base.TestCase):
             handle.write('[affinity]\nsoft_affinity_tags = rack2:4\n')
         self.conf.mutate_config_files()
         self.assertEqual({'rack2': 4}, self.conf.affinity.soft_affinity_tags)
+
+    def test_max_nodes_reloads_without_restart(self):
+        path = self._conf_file('[affinity]\nmax_nodes = 10\n')
+        self.conf(['--config-file', path])
+        self.assertEqual(10, self.conf.affinity.max_nodes)
+        with open(path, 'w') as handle:
+            handle.write('[affinity]\nmax_nodes = 25\n')
+        self.conf.mutate_config_files()
+        self.assertEqual(25, self.conf.affinity.max_nodes)

@@ -10,6 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import dataclasses
 import json
 
 from ironic_affinity import exception
@@ -45,6 +46,17 @@ class CapabilitiesTestCase(base.TestCase):
         )
         self.assertEqual(
             conductor, capabilities.decode('host:8091', raw.encode())
+        )
+
+    def test_max_nodes_is_published_only_when_set(self):
+        unlimited = _conductor()
+        self.assertNotIn('max_nodes', capabilities.encode(unlimited))
+        limited = dataclasses.replace(unlimited, max_nodes=600)
+        encoded = capabilities.encode(limited)
+        self.assertEqual(600, encoded['max_nodes'])
+        self.assertEqual(
+            limited,
+            capabilities.decode('host:8091', json.dumps(encoded).encode()),
         )
 
     def test_all_hardware_types(self):
@@ -89,6 +101,8 @@ class CapabilitiesTestCase(base.TestCase):
         self._refused(dict(good, hardware_types='ipmi'), 'hardware_types')
         self._refused(dict(good, hardware_types=[1]), 'hardware_types')
         self._refused(dict(good, conductor_group=['g']), 'conductor_group')
+        for bad in (-1, 1.0, True, '5', None, 10**12):
+            self._refused(dict(good, max_nodes=bad), 'max_nodes')
         self._refused(
             dict(good, hard_affinity_tags=['t%d' % i for i in range(129)]),
             'at most 128',

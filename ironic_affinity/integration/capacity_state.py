@@ -1,0 +1,213 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""A process's placement under capacity, kept over its node tag cache.
+
+With any conductor's ``[affinity]max_nodes`` set, where a node goes
+depends on every other node (:mod:`ironic_affinity.capacity`). Each
+process already holds every node's facts (tags, hardware type, group) in
+its tag cache, and every member's profile: it computes the whole
+assignment from them, and answers lookups from it, so every process
+gives the same answer with no more coordination than today.
+
+When it is computed:
+
+* for a new membership (a conductor joins, dies or changes its profile,
+  or Ironic's active conductors change), before the first lookup
+  answers: an assignment of another membership may name a dead
+  conductor;
+* when the nodes change (a node enrolled, deleted, or its tags, driver
+  or group changed), at most once per ``[affinity]node_tags_interval``,
+  by the first lookup after that: lookups meanwhile answer from the
+  previous one, and a node it does not hold, or holds with other facts,
+  goes where :func:`capacity.place_newcomer` says, which every process
+  says alike. A new node is so placed by its tags within about two
+  intervals of its creation, and counted in every conductor's load
+  within one more.
+
+Without any ``max_nodes``, nothing here runs: lookups are the engine's.
+"""
+
+from collections.abc import Callable
+import dataclasses
+import threading
+import time
+from typing import Any
+from typing import Protocol
+
+from ironic_affinity import capacity
+from ironic_affinity import engine
+from ironic_affinity import profile
+from ironic_affinity.integration import node_tags as node_tags_module
+
+class NodeFacts(Protocol):
+    """What this needs of a node tag cache."""
+
+    version: int
+
+    def nodes(self) -> list[tuple[str, node_tags_module.NodeFacts]]: ...
+
+    def facts(self, uuid: str) -> node_tags_module.NodeFacts | None: ...
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Computed:
+    """One assignment and what it was computed from."""
+
+    placer: engine.PlacementEngine
+    version: int
+    at: float
+    facts: dict[str, node_tags_module.NodeFacts]
+    assignment: capacity.Assignment
+
+
+def requests(
+    nodes: list[tuple[str, node_tags_module.NodeFacts]], use_groups: bool
+) -> list[profile.NodeRequest]:
+    """The tag cache's nodes as the engine takes them: named by uuid, as
+    the ring looks them up; a ring without groups sees group ''."""
+    return [
+        profile.NodeRequest(
+            name=uuid,
+            tags=facts.tags,
+            uuid=uuid,
+            driver=facts.driver or None,
+            conductor_group=facts.conductor_group if use_groups else '',
+        )
+        for uuid, facts in nodes
+    ]
+
+
+class CapacityStates:
+    """The latest assignment of each ring kind (with and without
+    groups), recomputed as the module's docstring says."""
+
+    def __init__(
+        self,
+        tags: NodeFacts,
+        interval: Callable[[], float],
+        log: Any,
+        clock: Callable[[], float] = time.monotonic,
+        pause: Callable[[], None] = lambda: time.sleep(0),
+    ) -> None:
+        """:param tags: the process's node tag cache.
+        :param interval: seconds between two computations for changed
+            nodes (``[affinity]node_tags_interval``).
+        :param pause: lets other threads run during a computation: under
+            eventlet (Ironic 29) it is a green thread, which holds the
+            whole process until it yields.
+        """
+        self._tags = tags
+        self._interval = interval
+        self._log = log
+        self._clock = clock
+        self._pause = pause
+        self._lock = threading.Lock()
+        self._latest: dict[bool, Computed] = {}
+        self._over: dict[str, int] = {}
+
+    def current(
+        self, placer: engine.PlacementEngine, use_groups: bool
+    ) -> Computed | None:
+        """The assignment to answer from, or None without capacity."""
+        if not capacity.is_limited(placer.conductors):
+            return None
+        found = self._latest.get(use_groups)
+        if found is not None and found.placer is placer:
+            if found.version == self._tags.version or (
+                self._clock() - found.at < self._interval()
+            ):
+                return found
+            if self._lock.locked():
+                # Another thread is computing the next one: the nodes
+                # changed, not the members, so this one stays valid.
+                return found
+        with self._lock:
+            found = self._latest.get(use_groups)
+            if (
+                found is None
+                or found.placer is not placer
+                or found.version != self._tags.version
+            ):
+                found = self._compute(placer, use_groups)
+                self._latest[use_groups] = found
+            return found
+
+    def lookup(
+        self, placer: engine.PlacementEngine, use_groups: bool
+    ) -> Callable[[str, profile.NodeRequest], str | None]:
+        """A ring's lookup under capacity over ``placer``'s members."""
+
+        def conductor(uuid: str, node: profile.NodeRequest) -> str | None:
+            computed = self.current(placer, use_groups)
+            if computed is None:
+                return None
+            return self.conductor(computed, uuid, node)
+
+        return conductor
+
+    def conductor(
+        self,
+        computed: Computed,
+        uuid: str,
+        node: profile.NodeRequest,
+    ) -> str | None:
+        """Where the node goes under ``computed``."""
+        held = computed.facts.get(uuid)
+        if held is not None and held == self._tags.facts(uuid):
+            return computed.assignment.conductors.get(uuid)
+        return capacity.place_newcomer(
+            computed.assignment, computed.placer, node
+        )
+
+    def _compute(
+        self, placer: engine.PlacementEngine, use_groups: bool
+    ) -> Computed:
+        version = self._tags.version  # before the read: never newer
+        nodes = self._tags.nodes()
+        started = self._clock()
+        assignment = capacity.assign(
+            placer,
+            requests(nodes, use_groups),
+            pause=self._pause,
+        )
+        self._log.debug(
+            'Placement under capacity of %(count)d nodes computed in '
+            '%(seconds).2f s: %(spilled)d spilled from a full first choice',
+            {
+                'count': len(nodes),
+                'seconds': self._clock() - started,
+                'spilled': len(assignment.spilled),
+            },
+        )
+        if use_groups:
+            self._report(assignment)
+        return Computed(placer, version, self._clock(), dict(nodes), assignment)
+
+    def _report(self, assignment: capacity.Assignment) -> None:
+        """Log a change of who is over capacity, once per change."""
+        over = assignment.over_capacity()
+        if over == self._over:
+            return
+        self._over = over
+        if over:
+            self._log.warning(
+                'Conductor(s) over [affinity]max_nodes, every conductor '
+                'their nodes may use being full: %s',
+                ', '.join(
+                    '%s (%d nodes for max_nodes %d)'
+                    % (name, assignment.loads[name], assignment.capacities[name])
+                    for name in sorted(over)
+                ),
+            )
+        else:
+            self._log.info('No conductor is over [affinity]max_nodes any more')
