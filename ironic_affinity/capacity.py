@@ -104,7 +104,14 @@ class _Asking:
     """One node on its way through its fallback order."""
 
     __slots__ = (
-        'node', 'key', 'ways', 'first', 'order', 'at', 'constraints', 'hash_key'
+        'node',
+        'key',
+        'ways',
+        'first',
+        'order',
+        'at',
+        'constraints',
+        'hash_key',
     )
 
     def __init__(

@@ -281,7 +281,9 @@ class PlacementEngine:
             if not tied:
                 continue
             if keys is None:
-                batch = rendezvous.hash_keys(nodes[i].hash_key for i in indexes)
+                batch = rendezvous.hash_keys(
+                    nodes[i].hash_key for i in indexes
+                )
             else:
                 batch = [keys[i] for i in indexes]
             picks = rendezvous.winners(batch, hashes)

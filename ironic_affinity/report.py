@@ -66,9 +66,13 @@ def _place(
         if spilled is not None:
             placed = assignment.conductors[node.name]
             verdict = next(
-                v for v in placer.evaluate(node).verdicts if v.conductor == placed
+                v
+                for v in placer.evaluate(node).verdicts
+                if v.conductor == placed
             )
-            row.update(conductor=placed, score=verdict.score, spilled_from=spilled)
+            row.update(
+                conductor=placed, score=verdict.score, spilled_from=spilled
+            )
         elif node.name in assignment.overflow:
             row['over_capacity'] = True
     return {
@@ -101,7 +105,11 @@ def plan(
     if down:
         before = _place(engine.PlacementEngine(conductors), nodes)
         result['moves'] = [
-            {'node': old['node'], 'from': old['conductor'], 'to': new['conductor']}
+            {
+                'node': old['node'],
+                'from': old['conductor'],
+                'to': new['conductor'],
+            }
             for old, new in zip(
                 before['placements'], result['placements'], strict=True
             )
@@ -149,8 +157,12 @@ def render_plan(report: dict[str, Any], down: Collection[str] = ()) -> str:
     if capacities is not None:
         load_headers += ('MAX_NODES', 'OVER')
         load_rows = [
-            (name, count, capacities.get(name) or None,
-             report['over_capacity'].get(name))
+            (
+                name,
+                count,
+                capacities.get(name) or None,
+                report['over_capacity'].get(name),
+            )
             for name, count in load_rows
         ]
     parts = [
@@ -196,6 +208,7 @@ def explain(
     node: profile.NodeRequest,
     down: Collection[str] = (),
     nodes: Sequence[profile.NodeRequest] = (),
+    assignment: capacity.Assignment | None = None,
 ) -> dict[str, Any]:
     """Every conductor's verdict for one node, and the fallback order.
 
@@ -203,16 +216,23 @@ def explain(
         capacity a node's place depends on the others: the result then
         also has each conductor's load and capacity and, for a node that
         did not get its first choice, ``spilled_from``.
+    :param assignment: the placement under capacity already computed
+        over ``conductors`` (less ``down``), instead of ``nodes``.
     """
     live = engine.PlacementEngine(c for c in conductors if c.name not in down)
     placement = live.place(node)
     chosen = placement.conductor
     extra: dict[str, Any] = {}
-    assignment = None
-    if capacity.is_limited(live.conductors):
+    if not capacity.is_limited(live.conductors):
+        assignment = None
+    elif assignment is None:
         others = [n for n in nodes if n.name != node.name]
         assignment = capacity.assign(live, others + [node])
-        chosen = assignment.conductors[node.name]
+    if assignment is not None:
+        if node.name in assignment.conductors:
+            chosen = assignment.conductors[node.name]
+        else:
+            chosen = capacity.place_newcomer(assignment, live, node)
         if node.name in assignment.spilled:
             extra['spilled_from'] = assignment.spilled[node.name]
         extra['over_capacity'] = node.name in assignment.overflow
@@ -239,8 +259,8 @@ def explain(
             )
         if assignment is not None and verdict is not None:
             row.update(
-                load=assignment.loads[conductor],
-                max_nodes=assignment.capacities[conductor],
+                load=assignment.loads.get(conductor, 0),
+                max_nodes=assignment.capacities.get(conductor, 0),
             )
         rows.append(row)
     return {
@@ -274,8 +294,9 @@ def _verdict_text(row: dict[str, Any]) -> str:
 def _placed_text(report: dict[str, Any]) -> str:
     text = report['conductor'] or 'no valid conductor'
     if 'spilled_from' in report:
-        text += ' (spilled: its first choice %s is full)' % (
-            report['spilled_from']
+        text += (
+            ' (spilled: its first choice %s is full)'
+            % (report['spilled_from'])
         )
     elif report.get('over_capacity'):
         text += (

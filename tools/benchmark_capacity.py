@@ -147,9 +147,7 @@ def run(conductor_count, factor, node_count, changes, seed):
         every, collateral = _moves(current, after, dead, new)
         moved[kind].append(collateral)
         total[kind].append(every)
-        worst_over = max(
-            [worst_over] + list(after.over_capacity().values())
-        )
+        worst_over = max([worst_over] + list(after.over_capacity().values()))
         current = after
     return {
         'conductors': conductor_count,
@@ -171,8 +169,7 @@ def _print(result):
         '(max_nodes %(capacity)d): full recomputation %(full).2f s, '
         'lookup %(ns).0f ns; at start %(spilled)d nodes spilled, '
         'max load %(max_load)d; worst load over capacity in the run '
-        '%(worst_over)d'
-        % dict(result, ns=result['lookup'] * 1e9)
+        '%(worst_over)d' % dict(result, ns=result['lookup'] * 1e9)
     )
     if every:
         print(

@@ -64,15 +64,24 @@ def node_affinity(
         tags_error = str(exc)
     driver = str(node.get('driver') or '')
     group = str(node.get('conductor_group') or '').lower()
+    # Named by uuid, as the ring and the placement under capacity know
+    # nodes; the name is shown.
     request = profile.NodeRequest(
-        name=node.get('name') or uuid,
+        name=uuid,
         tags=found,
         uuid=uuid,
         driver=driver,
         conductor_group=group,
     )
-    result = report.explain(state.engines[True].conductors, request)
+    placer = state.engines[True]
+    computed = services.capacity.current(placer, True)
+    result = report.explain(
+        placer.conductors,
+        request,
+        assignment=None if computed is None else computed.assignment,
+    )
     result.update(
+        node=node.get('name') or uuid,
         uuid=uuid,
         driver=driver,
         conductor_group=group,
@@ -123,5 +132,6 @@ def deployment_affinity(
         'nodes': checked['nodes'],
         'orphans': checked['orphans'],
         'single_conductor': checked['single_conductor'],
+        'over_capacity': checked['over_capacity'],
         'bad_tags': dict(sorted(deployment.bad_tags.items())),
     }

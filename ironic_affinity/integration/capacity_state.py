@@ -49,6 +49,7 @@ from ironic_affinity import engine
 from ironic_affinity import profile
 from ironic_affinity.integration import node_tags as node_tags_module
 
+
 class NodeFacts(Protocol):
     """What this needs of a node tag cache."""
 
@@ -191,7 +192,9 @@ class CapacityStates:
         )
         if use_groups:
             self._report(assignment)
-        return Computed(placer, version, self._clock(), dict(nodes), assignment)
+        return Computed(
+            placer, version, self._clock(), dict(nodes), assignment
+        )
 
     def _report(self, assignment: capacity.Assignment) -> None:
         """Log a change of who is over capacity, once per change."""
@@ -205,7 +208,11 @@ class CapacityStates:
                 'their nodes may use being full: %s',
                 ', '.join(
                     '%s (%d nodes for max_nodes %d)'
-                    % (name, assignment.loads[name], assignment.capacities[name])
+                    % (
+                        name,
+                        assignment.loads[name],
+                        assignment.capacities[name],
+                    )
                     for name in sorted(over)
                 ),
             )

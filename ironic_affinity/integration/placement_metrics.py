@@ -43,6 +43,14 @@ database), and report:
     Nodes whose conductor changed since the previous report: what a
     membership or tag change moved.
 
+and, when any conductor sets ``[affinity]max_nodes``:
+
+``placement.spilled`` (gauge)
+    Nodes placed elsewhere than their first choice, which was full.
+``placement.over_capacity`` (gauge)
+    Nodes beyond the ``max_nodes`` of their conductors, summed: nodes
+    every conductor they may use turned away. Alert on it above 0.
+
 No Ironic import: the sink is Ironic's metric logger, bound by
 :mod:`ironic_affinity.integration.metrics`.
 """
@@ -55,9 +63,9 @@ from typing import Protocol
 
 from oslo_log import log
 
+from ironic_affinity import capacity
 from ironic_affinity import engine
 from ironic_affinity import outage
-from ironic_affinity import report
 from ironic_affinity.integration import live
 from ironic_affinity.integration import placement_state
 from ironic_affinity.membership import view
@@ -161,15 +169,19 @@ class PlacementReporter:
 
     def _report_placement(self, deployment: live.Deployment) -> None:
         placer = engine.PlacementEngine(deployment.conductors)
-        placements = placer.place_all(deployment.nodes)
-        loads = report.loads(deployment.conductors, placements)
+        assignment = capacity.assign(placer, deployment.nodes)
+        loads = dict(assignment.loads)
         # By uuid, which a rename does not change, for the moves.
         placed = {
-            node.uuid or node.name: placement.conductor
-            for node, placement in zip(
-                deployment.nodes, placements, strict=True
-            )
+            node.uuid or node.name: assignment.conductors[node.name]
+            for node in deployment.nodes
         }
+        if assignment.limited:
+            self.sink.send_gauge('placement.spilled', len(assignment.spilled))
+            self.sink.send_gauge(
+                'placement.over_capacity',
+                sum(assignment.over_capacity().values()),
+            )
         for name in sorted(self._loads.keys() | loads.keys()):
             self.sink.send_gauge(
                 'placement.nodes.' + metric_part(name), loads.get(name, 0)

@@ -60,8 +60,8 @@ class AffinityRing:
         under_capacity: CapacityLookup | None = None,
     ) -> None:
         """:param under_capacity: given when a conductor has a
-            ``max_nodes``: then a node's conductor depends on the other
-            nodes, and this says which it is."""
+        ``max_nodes``: then a node's conductor depends on the other
+        nodes, and this says which it is."""
         self.placer = placer
         self.driver = driver
         self.group = group
@@ -119,7 +119,7 @@ class AffinityRing:
             if self._under_capacity is not None:
                 found = self._under_capacity(uuid, node)
                 if found in self.nodes:
-                    return {found}  # type: ignore[arg-type]
+                    return {found}
             placement = self.placer.place(node)
             if placement.conductor is not None:
                 return {placement.conductor}

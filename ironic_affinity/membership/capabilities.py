@@ -103,12 +103,12 @@ def _string(value: Any, where: str) -> str:
 
 
 def _max_nodes(value: Any) -> int:
-    if (
-        type(value) is not int
-        or not 0 <= value <= MAX_NODES_LIMIT
-    ):
+    if type(value) is not int or not 0 <= value <= MAX_NODES_LIMIT:
         raise exception.InvalidCapabilities(
-            _('max_nodes must be a whole number from 0 to %(max)d, not %(got)s')
+            _(
+                'max_nodes must be a whole number from 0 to %(max)d, '
+                'not %(got)s'
+            )
             % {'max': MAX_NODES_LIMIT, 'got': _shown(value)}
         )
     return value

@@ -76,9 +76,7 @@ class AssignTestCase(base.TestCase):
         unlimited = engine.PlacementEngine(
             dataclasses.replace(c, max_nodes=0) for c in conductors
         )
-        self.assertEqual(
-            {'conductor1'}, set(unlimited.choose_all(nodes))
-        )
+        self.assertEqual({'conductor1'}, set(unlimited.choose_all(nodes)))
         result = capacity.assign(engine.PlacementEngine(conductors), nodes)
         self.assertEqual(600, result.loads['conductor1'])
         self.assertEqual(1400, len(result.spilled))
@@ -104,7 +102,9 @@ class AssignTestCase(base.TestCase):
         for name in result.overflow:
             # Each overflowing node is on its first choice.
             node = next(n for n in nodes if n.name == name)
-            self.assertEqual(placer.place(node).conductor, result.conductors[name])
+            self.assertEqual(
+                placer.place(node).conductor, result.conductors[name]
+            )
 
     def test_hard_constraints_come_before_capacity(self):
         """A node only one conductor may take goes there beyond its
@@ -201,9 +201,7 @@ def reference(placer, nodes):
         asked[node.name] += 1
         held[name].append(node)
         if limits[name] and len(held[name]) > limits[name]:
-            least = min(
-                held[name], key=lambda n: entitlement(placer, n, name)
-            )
+            least = min(held[name], key=lambda n: entitlement(placer, n, name))
             held[name].remove(least)
             queue.append(least)
     for name, kept in held.items():
@@ -315,7 +313,10 @@ class CapacityPropertiesTestCase(base.TestCase):
         limits = {c.name: c.max_nodes for c in conductors}
         holding = {name: [] for name in limits}
         for node in nodes:
-            if node.name not in result.overflow and result.conductors[node.name]:
+            if (
+                node.name not in result.overflow
+                and result.conductors[node.name]
+            ):
                 holding[result.conductors[node.name]].append(node)
         for node in nodes:
             order = list(placer.fallback_order(node))
@@ -330,9 +331,7 @@ class CapacityPropertiesTestCase(base.TestCase):
                 self.assertEqual(limits[name], len(holding[name]))
                 mine = entitlement(placer, node, name)
                 for other in holding[name]:
-                    self.assertGreater(
-                        entitlement(placer, other, name), mine
-                    )
+                    self.assertGreater(entitlement(placer, other, name), mine)
 
     @props.COSTLY_SETTINGS
     @given(limited_scenarios(), st.randoms(use_true_random=False))
@@ -371,7 +370,9 @@ class CapacityPropertiesTestCase(base.TestCase):
             dataclasses.replace(c, max_nodes=len(nodes) or 1)
             for c in conductors
         )
-        self.assertEqual(expected, dict(capacity.assign(roomy, nodes).conductors))
+        self.assertEqual(
+            expected, dict(capacity.assign(roomy, nodes).conductors)
+        )
 
 
 DETERMINISM_SCRIPT = '''

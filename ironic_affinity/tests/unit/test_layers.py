@@ -27,7 +27,10 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[2]
 LAYERS = (
     ('base', ('_i18n', 'exception', 'outage', 'tags')),
     ('model', ('profile', 'rendezvous', 'rendezvous_vector')),
-    ('placement', ('engine', 'capacity', 'active_members', 'report', 'scenario')),
+    (
+        'placement',
+        ('engine', 'capacity', 'active_members', 'report', 'scenario'),
+    ),
     ('configuration', ('conf',)),
     ('membership', ('membership',)),
     ('integration', ('integration',)),

@@ -57,7 +57,7 @@ class RendezvousTestCase(base.TestCase):
             expected, rendezvous_vector.rankings(keys, members, limit)
         )
         self.assertEqual(expected, rendezvous.rankings(keys, members, limit))
-        for key, ranked in zip(keys, expected):
+        for key, ranked in zip(keys, expected, strict=True):
             self.assertEqual(rendezvous.winner(key, members), ranked[0])
 
     def test_large_batches_give_what_one_by_one_gives(self):

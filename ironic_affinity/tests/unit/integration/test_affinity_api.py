@@ -21,6 +21,7 @@ The fake plays Ironic's part in deciding who may read: it answers
 import io
 import json
 import types
+from unittest import mock
 
 from oslo_config import cfg
 
@@ -29,10 +30,12 @@ from ironic_affinity import exception
 from ironic_affinity import profile
 from ironic_affinity.integration import affinity_answers
 from ironic_affinity.integration import affinity_api
+from ironic_affinity.integration import capacity_state
 from ironic_affinity.integration import door
 from ironic_affinity.integration import placement_state
 from ironic_affinity.tests import base
 from ironic_affinity.tests.unit.integration import fakes
+from ironic_affinity.tests.unit.integration import test_capacity_state
 
 UUID = '1be26c0b-03f2-4d2e-ae87-c02d7db8b2e0'
 READER = 'reader-token'
@@ -280,7 +283,13 @@ class AnswersTestCase(base.TestCase):
         states = placement_state.PlacementStates(
             self.members, active, lambda: 60.0
         )
-        self.services = types.SimpleNamespace(states=states)
+        self.tags = test_capacity_state.FakeTags()
+        self.services = types.SimpleNamespace(
+            states=states,
+            capacity=capacity_state.CapacityStates(
+                self.tags, lambda: 2.0, mock.Mock()
+            ),
+        )
 
     def node(self, tags):
         return {
@@ -315,6 +324,33 @@ class AnswersTestCase(base.TestCase):
         self.assertEqual(
             'file:///srv/affinity-membership', found['membership']['backend']
         )
+
+    def test_a_node_that_spilled_says_from_where(self):
+        self.members.set(
+            {
+                'c1': profile.ConductorProfile(
+                    'c1', soft_affinity_tags={'rack10': 1}, max_nodes=1
+                ),
+                'c3': profile.ConductorProfile('c3'),
+            }
+        )
+        other = '6b1e3c3c-9a2f-4e55-8c41-0d2b7c1f0a11'
+        found = {}
+        for uuid in (UUID, other):
+            self.tags.put(uuid, 'rack10')
+        for uuid in (UUID, other):
+            node = dict(self.node('rack10'), uuid=uuid)
+            found[uuid] = affinity_answers.node_affinity(
+                self.conf, self.services, node
+            )
+        spilled = [f for f in found.values() if 'spilled_from' in f]
+        self.assertEqual(1, len(spilled))
+        self.assertEqual(
+            ('c3', 'c1'), (spilled[0]['conductor'], spilled[0]['spilled_from'])
+        )
+        self.assertEqual('node1', spilled[0]['node'])
+        rows = {r['conductor']: r for r in spilled[0]['conductors']}
+        self.assertEqual((1, 1), (rows['c1']['load'], rows['c1']['max_nodes']))
 
     def test_bad_tags_are_placed_as_untagged_and_said(self):
         found = affinity_answers.node_affinity(

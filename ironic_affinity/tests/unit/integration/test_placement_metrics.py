@@ -139,3 +139,29 @@ class ReporterTestCase(base.TestCase):
             '127_0_0_1_8091', placement_metrics.metric_part('127.0.0.1:8091')
         )
         self.assertEqual('rack-b_1', placement_metrics.metric_part('rack-b_1'))
+
+    def test_capacity_is_reported_when_set(self):
+        self.places = True
+        self.reporter.report()
+        sent = {name for name, _value, _kind in self.sink.take()}
+        self.assertNotIn('placement.spilled', sent)
+        # Three nodes prefer c2 (rack20), which holds one; c1 takes one
+        # of the two it turns away, and the last goes over, to c2.
+        self.conductors = [
+            profile.ConductorProfile(
+                'c1', hard_affinity_tags=frozenset({'dc1'}), max_nodes=1
+            ),
+            profile.ConductorProfile(
+                'c2',
+                hard_affinity_tags=frozenset({'dc1'}),
+                soft_affinity_tags={'rack20': 1},
+                max_nodes=1,
+            ),
+        ]
+        self.nodes = [_node(n, 'dc1, rack20') for n in 'xyz']
+        self.reporter.report()
+        sent = {name: value for name, value, _kind in self.sink.take()}
+        self.assertEqual(1, sent['placement.over_capacity'])
+        self.assertEqual(1, sent['placement.spilled'])
+        self.assertEqual(2, sent['placement.nodes.c2'])
+        self.assertEqual(1, sent['placement.nodes.c1'])
