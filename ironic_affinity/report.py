@@ -149,13 +149,13 @@ def render_plan(report: dict[str, Any], down: Collection[str] = ()) -> str:
         for p in placements
     ]
     if capacities is not None:
-        headers += ('CAPACITY',)
+        headers += ('NOTE',)
         for row, placement in zip(rows, placements, strict=True):
             row.append(_note(placement))
     load_rows: list[tuple[Any, ...]] = sorted(report['loads'].items())
     load_headers: tuple[str, ...] = ('CONDUCTOR', 'NODES')
     if capacities is not None:
-        load_headers += ('MAX_NODES', 'OVER')
+        load_headers += ('MAX NODES', 'OVER')
         load_rows = [
             (
                 name,
@@ -236,6 +236,11 @@ def explain(
         if node.name in assignment.spilled:
             extra['spilled_from'] = assignment.spilled[node.name]
         extra['over_capacity'] = node.name in assignment.overflow
+    fallback = live.fallback_order(node)
+    # Conductors the node would rather have had, which were full.
+    passed_over: tuple[str, ...] = ()
+    if assignment is not None and chosen in fallback:
+        passed_over = fallback[: fallback.index(chosen)]
     verdicts = {v.conductor: v for v in live.evaluate(node).verdicts}
     rows = []
     for conductor in sorted(c.name for c in conductors):
@@ -248,6 +253,8 @@ def explain(
         else:
             if conductor == chosen:
                 state = 'chosen'
+            elif conductor in passed_over:
+                state = 'full'
             elif conductor in placement.tied:
                 state = 'tied'
             else:
@@ -269,7 +276,7 @@ def explain(
         'tags': sorted(node.tags),
         'conductor': chosen,
         'conductors': rows,
-        'fallback': list(live.fallback_order(node)),
+        'fallback': list(fallback),
         **extra,
     }
 
@@ -392,34 +399,34 @@ def render_members(report: dict[str, Any]) -> str:
     ]
     if report['error']:
         parts.append('Backend unreadable: %s' % report['error'])
-    parts.append(
-        _table(
-            (
-                'CONDUCTOR',
-                'GROUP',
-                'HARDWARE TYPES',
-                'HARD',
-                'HARD ANTI',
-                'SOFT',
-                'SOFT ANTI',
-                'MAX NODES',
-            ),
-            [
-                (
-                    m['name']
-                    + (' (held)' if m['held_through_outage'] else ''),
-                    m['conductor_group'] or None,
-                    ', '.join(m['hardware_types'] or ['(all)']),
-                    ', '.join(m[profile.HARD_AFFINITY]) or None,
-                    ', '.join(m[profile.HARD_ANTI_AFFINITY]) or None,
-                    m[profile.SOFT_AFFINITY] or None,
-                    m[profile.SOFT_ANTI_AFFINITY] or None,
-                    m['max_nodes'] or None,
-                )
-                for m in report['members']
-            ],
-        )
-    )
+    headers = [
+        'CONDUCTOR',
+        'GROUP',
+        'HARDWARE TYPES',
+        'HARD',
+        'HARD ANTI',
+        'SOFT',
+        'SOFT ANTI',
+    ]
+    rows = [
+        [
+            m['name'] + (' (held)' if m['held_through_outage'] else ''),
+            m['conductor_group'] or None,
+            ', '.join(m['hardware_types'] or ['(all)']),
+            ', '.join(m[profile.HARD_AFFINITY]) or None,
+            ', '.join(m[profile.HARD_ANTI_AFFINITY]) or None,
+            m[profile.SOFT_AFFINITY] or None,
+            m[profile.SOFT_ANTI_AFFINITY] or None,
+        ]
+        for m in report['members']
+    ]
+    # Shown once any member uses capacity, so that the table of a
+    # deployment without it is what it was.
+    if any(m['max_nodes'] for m in report['members']):
+        headers.append('MAX NODES')
+        for row, member in zip(rows, report['members'], strict=True):
+            row.append(member['max_nodes'] or None)
+    parts.append(_table(headers, rows))
     for name, reason in report['rejected'].items():
         parts.append('Left out of placement: %s: %s' % (name, reason))
     return '\n'.join(parts)
@@ -500,7 +507,8 @@ def render_check(report: dict[str, Any]) -> str:
     for spof in report['single_conductor']:
         parts.append('  %s: %s' % (spof['node'], spof['conductor']))
     over = report.get('over_capacity', {})
-    parts.append('Conductors over max_nodes: %d' % len(over))
+    if over:
+        parts.append('Conductors over max_nodes: %d' % len(over))
     for name, figures in sorted(over.items()):
         parts.append(
             '  %s: %d node(s) for max_nodes %d (every conductor their '

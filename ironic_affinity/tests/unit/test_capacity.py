@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 
+import fixtures
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -32,6 +33,8 @@ from ironic_affinity import engine
 from ironic_affinity import exception
 from ironic_affinity import profile
 from ironic_affinity import rendezvous
+from ironic_affinity import report
+from ironic_affinity import scenario
 from ironic_affinity.tests import base
 from ironic_affinity.tests.unit import test_properties as props
 
@@ -417,3 +420,109 @@ class DeterminismTestCase(base.TestCase):
         # Capacity decided something: 300 nodes preferring 3 conductors
         # of 40 places each.
         self.assertGreater(len(first[1]), 100)
+
+
+class ReportTestCase(base.TestCase):
+    """What plan, explain, check and members say under capacity."""
+
+    def setUp(self):
+        super().setUp()
+        self.conductors = [
+            conductor('c1', 2, soft_affinity_tags='r'),
+            conductor('c2', 2),
+        ]
+        self.nodes = rack_nodes(5, 'r')
+
+    def test_plan(self):
+        result = report.plan(self.conductors, self.nodes)
+        self.assertEqual({'c1': 2, 'c2': 2}, result['capacities'])
+        self.assertEqual({'c1': 3, 'c2': 2}, result['loads'])
+        self.assertEqual({'c1': 1}, result['over_capacity'])
+        self.assertEqual(2, result['spilled'])
+        rows = {p['node']: p for p in result['placements']}
+        spilled = [r for r in rows.values() if 'spilled_from' in r]
+        self.assertEqual(2, len(spilled))
+        for row in spilled:
+            self.assertEqual(
+                ('c2', 'c1', 0),
+                (row['conductor'], row['spilled_from'], row['score']),
+            )
+        over = [r for r in rows.values() if r.get('over_capacity')]
+        self.assertEqual(1, len(over))
+        self.assertEqual('c1', over[0]['conductor'])
+        text = report.render_plan(result)
+        self.assertIn('spilled: c1 full', text)
+        self.assertIn('over capacity: every way out full', text)
+        self.assertIn('conductors over capacity: c1 (+1)', text)
+
+    def test_plan_without_capacity_is_unchanged(self):
+        unlimited = [
+            dataclasses.replace(c, max_nodes=0) for c in self.conductors
+        ]
+        result = report.plan(unlimited, self.nodes)
+        self.assertEqual({'placements', 'loads', 'unplaced'}, set(result))
+        self.assertNotIn('NOTE', report.render_plan(result))
+
+    def test_moves_under_capacity(self):
+        result = report.plan(self.conductors, self.nodes, down={'c2'})
+        # c1 alone takes every node, beyond its capacity.
+        self.assertEqual({'c1': 5}, result['loads'])
+        self.assertEqual(
+            {('c2', 'c1')}, {(m['from'], m['to']) for m in result['moves']}
+        )
+        self.assertEqual(2, len(result['moves']))
+
+    def test_explain_a_spilled_node(self):
+        plan = report.plan(self.conductors, self.nodes)
+        name = next(
+            p['node'] for p in plan['placements'] if 'spilled_from' in p
+        )
+        node = next(n for n in self.nodes if n.name == name)
+        result = report.explain(self.conductors, node, nodes=self.nodes)
+        self.assertEqual(
+            ('c2', 'c1'), (result['conductor'], result['spilled_from'])
+        )
+        rows = {r['conductor']: r for r in result['conductors']}
+        self.assertEqual('full', rows['c1']['verdict'])
+        self.assertEqual((3, 2), (rows['c1']['load'], rows['c1']['max_nodes']))
+        self.assertEqual('chosen', rows['c2']['verdict'])
+        self.assertIn(
+            'Placed on: c2 (spilled: its first choice c1 is full)',
+            report.render_explain(result),
+        )
+
+    def test_check_and_members(self):
+        result = report.check(self.conductors, self.nodes)
+        self.assertEqual(
+            {'c1': {'nodes': 3, 'max_nodes': 2}}, result['over_capacity']
+        )
+        self.assertIn(
+            'c1: 3 node(s) for max_nodes 2', report.render_check(result)
+        )
+        members = report.members(
+            {c.name: c for c in self.conductors}, 'url', 'g', rejected={}
+        )
+        self.assertIn('MAX NODES', report.render_members(members))
+        self.assertEqual([2, 2], [m['max_nodes'] for m in members['members']])
+        unlimited = {'c1': conductor('c1')}
+        members = report.members(unlimited, 'url', 'g', rejected={})
+        self.assertNotIn('MAX NODES', report.render_members(members))
+
+
+class ScenarioTestCase(base.TestCase):
+    def test_max_nodes_is_read_and_checked(self):
+        path = self.useFixture(fixtures.TempDir()).join('s.yaml')
+        with open(path, 'w') as handle:
+            handle.write(
+                'conductors:\n  - {name: c1, max_nodes: 7}\n'
+                '  - {name: c2}\nnodes: []\n'
+            )
+        loaded = scenario.load(path)
+        self.assertEqual([7, 0], [c.max_nodes for c in loaded.conductors])
+        with open(path, 'w') as handle:
+            handle.write('conductors:\n  - {name: c1, max_nodes: -1}\n')
+        error = self.assertRaises(
+            exception.InvalidScenario, scenario.load, path
+        )
+        self.assertIn("conductors[0] ('c1')", str(error))
+        self.assertIn('max_nodes', str(error))
