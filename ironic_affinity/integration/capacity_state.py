@@ -122,6 +122,11 @@ class CapacityStates:
         """The assignment to answer from, or None without capacity."""
         if not capacity.is_limited(placer.conductors):
             return None
+        return self._current(placer, use_groups)
+
+    def _current(
+        self, placer: engine.PlacementEngine, use_groups: bool
+    ) -> Computed:
         found = self._latest.get(use_groups)
         if found is not None and found.placer is placer:
             if found.version == self._tags.version or (
@@ -145,14 +150,17 @@ class CapacityStates:
 
     def lookup(
         self, placer: engine.PlacementEngine, use_groups: bool
-    ) -> Callable[[str, profile.NodeRequest], str | None]:
-        """A ring's lookup under capacity over ``placer``'s members."""
+    ) -> Callable[[str, profile.NodeRequest], str | None] | None:
+        """A ring's lookup under capacity over ``placer``'s members; None
+        when none of them has a ``max_nodes``, checked once here rather
+        than at every lookup."""
+        if not capacity.is_limited(placer.conductors):
+            return None
 
         def conductor(uuid: str, node: profile.NodeRequest) -> str | None:
-            computed = self.current(placer, use_groups)
-            if computed is None:
-                return None
-            return self.conductor(computed, uuid, node)
+            return self.conductor(
+                self._current(placer, use_groups), uuid, node
+            )
 
         return conductor
 

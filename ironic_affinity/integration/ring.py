@@ -115,11 +115,14 @@ class AffinityRing:
                 return set(order[:replicas])
             node_tags = frozenset()
         node = self.request(uuid, node_tags)
+        assigned = None
+        if self._under_capacity is not None:
+            found = self._under_capacity(uuid, node)
+            if found in self.nodes and found not in ignored:
+                assigned = found
         if replicas == 1 and not ignored:
-            if self._under_capacity is not None:
-                found = self._under_capacity(uuid, node)
-                if found in self.nodes:
-                    return {found}
+            if assigned is not None:
+                return {assigned}
             placement = self.placer.place(node)
             if placement.conductor is not None:
                 return {placement.conductor}
@@ -127,6 +130,10 @@ class AffinityRing:
             order = [
                 c for c in self.placer.fallback_order(node) if c not in ignored
             ]
+            if assigned is not None:
+                # Under capacity the node's own conductor comes first,
+                # then its fallback order.
+                order = [assigned] + [c for c in order if c != assigned]
             if order:
                 return set(order[:replicas])
         reason = self._on_orphan(node.name, self.placer.evaluate(node))

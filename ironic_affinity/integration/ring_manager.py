@@ -32,7 +32,6 @@ from typing import Any
 from ironic.common import exception as ironic_exception
 from ironic.conf import CONF
 
-from ironic_affinity import capacity
 from ironic_affinity.integration import placement_state
 from ironic_affinity.integration import process_services
 from ironic_affinity.integration import ring
@@ -103,9 +102,6 @@ class AffinityHashRingManager:
                 _no_valid_host,
             )
         placer = state.engines[self.use_groups]
-        under_capacity = None
-        if capacity.is_limited(placer.conductors):
-            under_capacity = services.capacity.lookup(placer, self.use_groups)
         return ring.AffinityRing(
             placer,
             driver_name,
@@ -114,5 +110,5 @@ class AffinityHashRingManager:
             services.node_tags.get,
             services.orphans.excluded,
             _no_valid_host,
-            under_capacity,
+            services.capacity.lookup(placer, self.use_groups),
         )

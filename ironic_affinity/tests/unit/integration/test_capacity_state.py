@@ -199,3 +199,15 @@ class CapacityStatesTestCase(base.TestCase):
             self.tags.put(uuid, 'rack10')
         states.current(self.engine(max_nodes=100), True)
         self.assertGreaterEqual(len(pauses), 2)
+
+    def test_replicas_and_ignored_conductors(self):
+        found = self.ring(self.placer)
+        spilled = next(u for u in self.rack if found.get_nodes(u) != {'c1'})
+        (assigned,) = found.get_nodes(spilled)
+        # Its own conductor, then the next of its fallback order.
+        self.assertEqual(
+            {assigned, 'c1'}, found.get_nodes(spilled, replicas=2)
+        )
+        # Its own conductor ignored: the fallback order without it.
+        (other,) = found.get_nodes(spilled, ignore_nodes=[assigned])
+        self.assertEqual('c1', other)

@@ -27,8 +27,10 @@ from unittest import mock
 from ironic_affinity import profile
 from ironic_affinity.integration import orphans
 from ironic_affinity.integration import placement_state
+from ironic_affinity.integration import capacity_state
 from ironic_affinity.integration import process_services
 from ironic_affinity.tests import base
+from ironic_affinity.tests.unit.integration import test_capacity_state
 from ironic_affinity.tests.unit.integration import fakes
 
 Conductor = profile.ConductorProfile.build
@@ -96,13 +98,18 @@ class RingManagerTestCase(base.TestCase):
         self.active = fakes.ActiveConductors(
             {':x': {'c1', 'c2'}, 'rack1:x': {'g1'}}
         )
-        self.tags = {'n-dc1': frozenset({'dc1'}), 'n-none': frozenset()}
+        self.node_tags = test_capacity_state.FakeTags()
+        self.node_tags.put('n-dc1', 'dc1', driver='x')
+        self.node_tags.put('n-none', driver='x')
         services = types.SimpleNamespace(
             states=placement_state.PlacementStates(
                 self.members, self.active, lambda: 15.0, clock=self.clock
             ),
             orphans=orphans.OrphanReports(logging.getLogger('test-rm')),
-            node_tags=types.SimpleNamespace(get=self.tags.get),
+            node_tags=self.node_tags,
+            capacity=capacity_state.CapacityStates(
+                self.node_tags, lambda: 2.0, logging.getLogger('test-rm')
+            ),
         )
         patcher = mock.patch.object(process_services, '_STARTED', services)
         patcher.start()
@@ -117,6 +124,42 @@ class RingManagerTestCase(base.TestCase):
         self.assertEqual({'c1'}, ring.get_nodes(b'n-dc1'))
         # c1 requires dc1: an untagged node goes to c2.
         self.assertEqual({'c2'}, ring.get_nodes(b'n-none'))
+
+    def test_a_full_conductor_sends_nodes_on(self):
+        # dc1 nodes tie c1 and c2 at 1; c2 has room for one node, and
+        # n-none, which only c2 may take (c1 requires dc1), is the most
+        # entitled to it: every dc1 node goes to c1.
+        self.members.set(
+            {
+                'c1': Conductor(
+                    'c1', hard_affinity_tags='dc1', soft_affinity_tags='dc1'
+                ),
+                'c2': Conductor('c2', soft_affinity_tags='dc1', max_nodes=1),
+                'g1': Conductor('g1'),
+            }
+        )
+        for name in ('n-dc1-a', 'n-dc1-b'):
+            self.node_tags.put(name, 'dc1', driver='x')
+        ring = self.manager().get_ring('x', '')
+        for name in ('n-dc1', 'n-dc1-a', 'n-dc1-b'):
+            self.assertEqual({'c1'}, ring.get_nodes(name.encode()))
+        self.assertEqual({'c2'}, ring.get_nodes(b'n-none'))
+        # Now only c2 prefers dc1 nodes: it keeps one of them, c1 takes
+        # the others, and n-none, which c2 ranks below them, too.
+        self.members.set(
+            {
+                'c1': Conductor('c1', max_nodes=5),
+                'c2': Conductor('c2', soft_affinity_tags='dc1', max_nodes=1),
+                'g1': Conductor('g1'),
+            }
+        )
+        ring = self.manager().get_ring('x', '')
+        placed = [
+            ring.get_nodes(n.encode()).pop()
+            for n in ('n-dc1', 'n-dc1-a', 'n-dc1-b', 'n-none')
+        ]
+        self.assertEqual(1, placed[:3].count('c2'))
+        self.assertEqual('c1', placed[3])
 
     def test_no_active_conductor_is_a_temporary_failure(self):
         self.active.active = {}
@@ -191,7 +234,7 @@ class RingManagerTestCase(base.TestCase):
         )
 
     def test_orphan_is_refused_with_the_tags_reason(self):
-        self.tags['n-dc9'] = frozenset({'dc9'})
+        self.node_tags.put('n-dc9', 'dc9', driver='x')
         self.members.set({'c1': Conductor('c1', hard_affinity_tags='dc1')})
         found = self.manager().get_ring('x', '').get_nodes(b'n-dc9')
         exc = self.assertRaises(NoValidHost, found.pop)
