@@ -25,13 +25,13 @@ import types
 from unittest import mock
 
 from ironic_affinity import profile
+from ironic_affinity.integration import capacity_state
 from ironic_affinity.integration import orphans
 from ironic_affinity.integration import placement_state
-from ironic_affinity.integration import capacity_state
 from ironic_affinity.integration import process_services
 from ironic_affinity.tests import base
-from ironic_affinity.tests.unit.integration import test_capacity_state
 from ironic_affinity.tests.unit.integration import fakes
+from ironic_affinity.tests.unit.integration import test_capacity_state
 
 Conductor = profile.ConductorProfile.build
 
