@@ -160,7 +160,8 @@ class ConductorProfile:
         )
 
 
-@dataclasses.dataclass(frozen=True)
+# slots: a process under capacity holds one per node while it computes.
+@dataclasses.dataclass(frozen=True, slots=True)
 class NodeRequest:
     """A node to place: its identity, tags and Ironic constraints."""
 

@@ -52,6 +52,73 @@ import uuid as uuidlib
 from ironic_affinity import capacity
 from ironic_affinity import engine
 from ironic_affinity import profile
+from ironic_affinity.integration import capacity_state
+from ironic_affinity.integration import node_tags
+from ironic_affinity.integration import ring
+
+
+class _Tags:
+    """A node tag cache holding ``nodes``, as a process holds them."""
+
+    def __init__(self, nodes):
+        self.version = 1
+        self.held = {
+            n.uuid: node_tags.NodeFacts('ipmi', '', n.tags) for n in nodes
+        }
+
+    def nodes(self):
+        return list(self.held.items())
+
+    def facts(self, uuid):
+        return self.held.get(uuid)
+
+    def get(self, uuid):
+        found = self.held.get(uuid)
+        return None if found is None else found.tags
+
+
+def _ring_lookup(conductors, nodes, limited):
+    """Seconds per ``AffinityRing.get_nodes`` of a known node, as Ironic
+    calls it, with capacity (from a computed assignment) or without."""
+    profiles = [
+        profile.ConductorProfile(
+            c.name,
+            soft_affinity_tags=c.soft_affinity_tags,
+            hardware_types=frozenset({'ipmi'}),
+            max_nodes=c.max_nodes if limited else 0,
+        )
+        for c in conductors
+    ]
+    placer = engine.PlacementEngine(profiles)
+    tags = _Tags(nodes)
+    states = capacity_state.CapacityStates(tags, lambda: 2.0, _Quiet())
+    found = ring.AffinityRing(
+        placer,
+        'ipmi',
+        '',
+        [c.name for c in profiles],
+        tags.get,
+        lambda node, evaluation: 'orphan',
+        RuntimeError,
+        states.lookup(placer, True),
+    )
+    some = [n.uuid.encode() for n in nodes[:1000]]
+    for key in some:  # the first lookup computes the assignment
+        found.get_nodes(key)
+    return min(
+        timeit.repeat(
+            lambda: [found.get_nodes(key) for key in some],
+            number=10,
+            repeat=3,
+        )
+    ) / (10 * len(some))
+
+
+class _Quiet:
+    def debug(self, *args):
+        pass
+
+    warning = info = debug
 
 
 def _rack_weights(count):
@@ -118,6 +185,10 @@ def run(conductor_count, factor, node_count, changes, seed):
             repeat=3,
         )
     ) / (100 * len(some))
+    ring_costs = (
+        _ring_lookup(list(conductors.values()), list(nodes.values()), True),
+        _ring_lookup(list(conductors.values()), list(nodes.values()), False),
+    )
     worst_over = max(current.over_capacity().values(), default=0)
     initial = dict(
         spilled=len(current.spilled),
@@ -155,6 +226,7 @@ def run(conductor_count, factor, node_count, changes, seed):
         'capacity': limit,
         'full': min(costs),
         'lookup': lookup,
+        'ring': ring_costs,
         'worst_over': worst_over,
         'moved': moved,
         'total': total,
@@ -166,10 +238,17 @@ def _print(result):
     every = [m for values in result['moved'].values() for m in values]
     print(
         '%(conductors)d conductors, capacity %(factor).1fx fair share '
-        '(max_nodes %(capacity)d): full recomputation %(full).2f s, '
-        'lookup %(ns).0f ns; at start %(spilled)d nodes spilled, '
-        'max load %(max_load)d; worst load over capacity in the run '
-        '%(worst_over)d' % dict(result, ns=result['lookup'] * 1e9)
+        '(max_nodes %(capacity)d): full recomputation %(full).2f s; '
+        'lookup in its result %(ns).0f ns, AffinityRing.get_nodes '
+        '%(with_us).1f us (%(without_us).1f us without capacity); at start '
+        '%(spilled)d nodes spilled, max load %(max_load)d; worst load '
+        'over capacity in the run %(worst_over)d'
+        % dict(
+            result,
+            ns=result['lookup'] * 1e9,
+            with_us=result['ring'][0] * 1e6,
+            without_us=result['ring'][1] * 1e6,
+        )
     )
     if every:
         print(

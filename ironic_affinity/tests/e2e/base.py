@@ -102,7 +102,9 @@ class TestCase(base.TestCase):
             return True
 
         self.dep.wait(
-            placed, timeout, 'placements %s, last %s' % (expected, seen)
+            placed,
+            timeout,
+            lambda: 'placements %s, last %s' % (expected, seen),
         )
         return dict(seen)
 

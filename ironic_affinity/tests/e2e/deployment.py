@@ -548,13 +548,18 @@ class Deployment(fixtures.Fixture):
         return found
 
     @staticmethod
-    def wait(predicate, timeout: float, what: str) -> float:  # type: ignore[no-untyped-def]
-        """Wait until predicate() holds; the seconds it took."""
+    def wait(predicate, timeout: float, what) -> float:  # type: ignore[no-untyped-def]
+        """Wait until predicate() holds; the seconds it took.
+
+        :param what: what is waited for, or a callable that says it at
+            the time-out (with what was last seen).
+        """
         start = time.monotonic()
         while time.monotonic() - start < timeout:
             if predicate():
                 return time.monotonic() - start
             time.sleep(0.2)
         raise AssertionError(
-            'timed out after %ss waiting for %s' % (timeout, what)
+            'timed out after %ss waiting for %s'
+            % (timeout, what() if callable(what) else what)
         )

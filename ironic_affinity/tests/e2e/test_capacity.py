@@ -28,21 +28,34 @@ LIMIT = 4
 
 
 class CapacityTestCase(base.TestCase):
-    def loads(self, nodes):
-        return collections.Counter(self.dep.conductor_of(n) for n in nodes)
-
     def wait_loads(self, nodes, expected, timeout=60):
+        """Wait until the API shows ``expected`` loads, the same node by
+        node in two reads SETTLE seconds apart: while nodes are being
+        read, a process places a new one by the room left in its last
+        computation, and counts it at the next (a move is allowed then,
+        and must have stopped); return the placement."""
         seen = {}
+        last = {}
 
         def settled():
+            placed = {n: self.dep.conductor_of(n) for n in nodes}
             seen.clear()
-            seen.update(self.loads(nodes))
-            return seen == expected
+            seen.update(collections.Counter(placed.values()))
+            if seen != expected:
+                last.clear()
+                return False
+            if placed == last.get('placed'):
+                return True
+            last['placed'] = placed
+            time.sleep(base.SETTLE)
+            return False
 
         self.dep.wait(
-            settled, timeout, 'loads %s (last seen %s)' % (expected, seen)
+            settled,
+            timeout,
+            lambda: 'loads %s, last seen %s' % (expected, dict(seen)),
         )
-        return {n: self.dep.conductor_of(n) for n in nodes}
+        return last['placed']
 
     def test_a_full_conductor_refuses_nodes_until_raised(self):
         dep = self.deploy(
