@@ -26,8 +26,9 @@ When it is computed:
   answers: an assignment of another membership may name a dead
   conductor;
 * when the nodes change (a node enrolled, deleted, or its tags, driver
-  or group changed), at most once per ``[affinity]node_tags_interval``,
-  by the first lookup after that: lookups meanwhile answer from the
+  or group changed), at most once per ``[affinity]node_tags_interval``
+  or five times as long as the previous computation took, whichever is
+  longer, by the first lookup after that: lookups meanwhile answer from the
   previous one, and a node it does not hold, or holds with other facts,
   goes where :func:`capacity.place_newcomer` says, which every process
   says alike. A new node is so placed by its tags within about two
@@ -49,6 +50,12 @@ from ironic_affinity import engine
 from ironic_affinity import profile
 from ironic_affinity.integration import node_tags as node_tags_module
 
+# A computation for changed nodes waits at least this many times as long
+# as the previous one took: at 100,000 nodes one takes 1 to 2 s
+# (doc/source/contributor/capacity.rst), and while nodes are enrolled
+# every process would otherwise spend most of a core on it.
+COST_SHARE = 5
+
 
 class NodeFacts(Protocol):
     """What this needs of a node tag cache."""
@@ -67,6 +74,8 @@ class Computed:
     placer: engine.PlacementEngine
     version: int
     at: float
+    # How long it took.
+    seconds: float
     facts: dict[str, node_tags_module.NodeFacts]
     assignment: capacity.Assignment
 
@@ -130,7 +139,7 @@ class CapacityStates:
         found = self._latest.get(use_groups)
         if found is not None and found.placer is placer:
             if found.version == self._tags.version or (
-                self._clock() - found.at < self._interval()
+                self._clock() - found.at < self._gap(found)
             ):
                 return found
             if self._lock.locked():
@@ -178,6 +187,12 @@ class CapacityStates:
             computed.assignment, computed.placer, node
         )
 
+    def _gap(self, found: Computed) -> float:
+        """Seconds between two computations for changed nodes: the
+        interval, or more for a long computation, so that a stream of
+        node changes costs a process at most 1/COST_SHARE of a core."""
+        return max(self._interval(), COST_SHARE * found.seconds)
+
     def _compute(
         self, placer: engine.PlacementEngine, use_groups: bool
     ) -> Computed:
@@ -189,19 +204,20 @@ class CapacityStates:
             requests(nodes, use_groups),
             pause=self._pause,
         )
+        seconds = self._clock() - started
         self._log.debug(
             'Placement under capacity of %(count)d nodes computed in '
             '%(seconds).2f s: %(spilled)d spilled from a full first choice',
             {
                 'count': len(nodes),
-                'seconds': self._clock() - started,
+                'seconds': seconds,
                 'spilled': len(assignment.spilled),
             },
         )
         if use_groups:
             self._report(assignment)
         return Computed(
-            placer, version, self._clock(), dict(nodes), assignment
+            placer, version, self._clock(), seconds, dict(nodes), assignment
         )
 
     def _report(self, assignment: capacity.Assignment) -> None:

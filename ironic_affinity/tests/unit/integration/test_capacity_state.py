@@ -211,3 +211,24 @@ class CapacityStatesTestCase(base.TestCase):
         # Its own conductor ignored: the fallback order without it.
         (other,) = found.get_nodes(spilled, ignore_nodes=[assigned])
         self.assertEqual('c1', other)
+
+    def test_a_long_computation_spaces_the_next(self):
+        clock = self.clock
+
+        def slow_pause():
+            clock.now += 1.0  # each pause "takes" a second
+
+        states = capacity_state.CapacityStates(
+            self.tags, lambda: 2.0, self.log, clock=clock, pause=slow_pause
+        )
+        for uuid in uuids(capacity.PAUSE_EVERY * 2, 4):
+            self.tags.put(uuid, 'rack10')
+        placer = self.engine(max_nodes=10)
+        first = states.current(placer, True)
+        self.assertGreaterEqual(first.seconds, 2.0)
+        self.tags.put(uuids(1, 5)[0], 'rack10')
+        # Past the 2 s interval, but within 5 times the computation.
+        clock.now += 3.0
+        self.assertIs(first, states.current(placer, True))
+        clock.now += capacity_state.COST_SHARE * first.seconds
+        self.assertIsNot(first, states.current(placer, True))
