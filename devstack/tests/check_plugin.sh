@@ -403,6 +403,11 @@ expect "post-config: [affinity]backend_url is devstack's etcd" \
 IRONIC_AFFINITY_SOFT_AFFINITY_TAGS="rack1:5, net1" phase stack post-config
 expect "post-config: tag lists are written as given" \
     test "$(iniget "$IRONIC_CONF_FILE" affinity soft_affinity_tags)" = "rack1:5, net1"
+expect "post-config: max_nodes is left at its default" \
+    test -z "$(iniget "$IRONIC_CONF_FILE" affinity max_nodes)"
+IRONIC_AFFINITY_MAX_NODES=600 phase stack post-config
+expect "post-config: max_nodes is written as given" \
+    test "$(iniget "$IRONIC_CONF_FILE" affinity max_nodes)" = 600
 ENABLED_SERVICES=key,ir-api,ir-cond phase stack post-config
 expect "post-config: etcd3 disabled warns with the whole text" \
     contains "$PHASE_OUT" "the etcd3 service is disabled; enable it unless the URL names an etcd of its own"
