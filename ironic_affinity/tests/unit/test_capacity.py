@@ -20,9 +20,6 @@ against anything the capacity module computed.
 
 import dataclasses
 import json
-import os
-import subprocess
-import sys
 
 import fixtures
 from hypothesis import given
@@ -402,17 +399,9 @@ print(json.dumps([result.conductors, result.spilled, sorted(result.overflow)]))
 
 class DeterminismTestCase(base.TestCase):
     def _run(self, seed):
-        env = dict(os.environ, PYTHONHASHSEED=seed)
-        found = subprocess.run(
-            [sys.executable, '-c', DETERMINISM_SCRIPT],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
+        return json.loads(
+            props.run_with_hash_seed(self, DETERMINISM_SCRIPT, seed)
         )
-        self.assertEqual(0, found.returncode, found.stderr)
-        return json.loads(found.stdout)
 
     def test_same_assignment_in_every_process(self):
         first = self._run('0')

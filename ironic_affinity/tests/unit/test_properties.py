@@ -546,21 +546,28 @@ print(
 '''
 
 
+def run_with_hash_seed(testcase, script, seed):
+    """The standard output of ``script`` run by a new interpreter with
+    PYTHONHASHSEED set to ``seed``."""
+    env = dict(os.environ, PYTHONHASHSEED=seed)
+    result = subprocess.run(
+        [sys.executable, '-c', script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    testcase.assertEqual(0, result.returncode, result.stderr)
+    return result.stdout
+
+
 class DeterminismTestCase(base.TestCase):
     """Placement does not depend on the process that computes it."""
 
     def _run(self, seed):
-        env = dict(os.environ, PYTHONHASHSEED=seed)
-        result = subprocess.run(
-            [sys.executable, '-c', DETERMINISM_SCRIPT],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        self.assertEqual(0, result.returncode, result.stderr)
-        placed, fallback = result.stdout.splitlines()
+        output = run_with_hash_seed(self, DETERMINISM_SCRIPT, seed)
+        placed, fallback = output.splitlines()
         return json.loads(placed), json.loads(fallback)
 
     def test_same_placements_in_every_process(self):
