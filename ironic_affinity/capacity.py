@@ -95,9 +95,10 @@ def is_limited(conductors: Sequence[profile.ConductorProfile]) -> bool:
 
 
 # How entitled a node is to a conductor: compared as tuples, greater is
-# more (see the module's docstring); the node's key comes last so that no
-# two nodes are ever equal.
-Entitlement = tuple[bool, int, int, bytes]
+# more (see the module's docstring); the node's key, then its name (two
+# nodes of a scenario may share a key: one's uuid, another's name) come
+# last, so that no two nodes are ever equal.
+Entitlement = tuple[bool, int, int, bytes, str]
 
 
 class _Asking:
@@ -249,6 +250,7 @@ def _defer(
             scores[turn.constraints, name],
             rendezvous.weight(turn.key, hash_of[name]),
             turn.hash_key,
+            turn.node.name,
         )
         if len(room) < limits[name]:
             heapq.heappush(room, (entitled, turn))

@@ -155,6 +155,20 @@ class AssignTestCase(base.TestCase):
         )
         self.assertEqual({}, result.spilled)
 
+    def test_nodes_that_share_a_hash_key_are_told_apart(self):
+        # One node's uuid is another's name: the same hash key, so the
+        # same weight everywhere; the name decides.
+        nodes = [
+            profile.NodeRequest.build('abc', 'r'),
+            profile.NodeRequest.build('def', 'r', uuid='abc'),
+        ]
+        result = capacity.assign(
+            engine.PlacementEngine([conductor('c1', 2), conductor('c2', 2)]),
+            nodes + [profile.NodeRequest.build('ghi', 'r', uuid='abc')],
+        )
+        # Three nodes of one key: one first choice, which holds two.
+        self.assertEqual([2, 1], sorted(result.loads.values(), reverse=True))
+
     def test_a_node_listed_twice_is_refused(self):
         nodes = rack_nodes(2, 'r') + rack_nodes(1, 'r')
         error = self.assertRaises(
@@ -169,7 +183,7 @@ class AssignTestCase(base.TestCase):
 def entitlement(placer, node, name):
     """How entitled a node is to a conductor, as the capacity module's
     docstring defines it: a node with no other way out, then its score
-    there, then its rendezvous weight there, then its key."""
+    there, then its rendezvous weight there, then its key and name."""
     order = placer.fallback_order(node)
     score = next(
         v.score for v in placer.evaluate(node).verdicts if v.conductor == name
@@ -177,7 +191,7 @@ def entitlement(placer, node, name):
     weight = rendezvous.weight(
         rendezvous.hash64(node.hash_key), rendezvous.hash64(name.encode())
     )
-    return (len(order) == 1, score, weight, node.hash_key)
+    return (len(order) == 1, score, weight, node.hash_key, node.name)
 
 
 def reference(placer, nodes):
