@@ -51,7 +51,7 @@ from ironic_affinity import profile
 from ironic_affinity.integration import node_tags as node_tags_module
 
 # A computation for changed nodes waits at least this many times as long
-# as the previous one took: at 100,000 nodes one takes 1 to 2 s
+# as the previous one took: at 100,000 nodes one takes 1 to 1.5 s
 # (doc/source/contributor/capacity.rst), and while nodes are enrolled
 # every process would otherwise spend most of a core on it.
 COST_SHARE = 5
