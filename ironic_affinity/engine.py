@@ -141,6 +141,17 @@ def _judge(
     )
 
 
+def _by_constraints(
+    nodes: Sequence[profile.NodeRequest],
+) -> dict[object, list[int]]:
+    """The indexes of ``nodes``, by constraints: nodes with equal
+    constraints share their verdicts, so a batch works per group."""
+    groups: dict[object, list[int]] = {}
+    for index, node in enumerate(nodes):
+        groups.setdefault(node.constraints, []).append(index)
+    return groups
+
+
 class PlacementEngine:
     """Places nodes over one snapshot of live conductors.
 
@@ -271,9 +282,7 @@ class PlacementEngine:
         Nodes are grouped by constraints so that each group's tie-break is
         one batch (one vector operation when large).
         """
-        groups: dict[object, list[int]] = {}
-        for index, node in enumerate(nodes):
-            groups.setdefault(node.constraints, []).append(index)
+        groups = _by_constraints(nodes)
         result: list[str | None] = [None] * len(nodes)
         for constraints, indexes in groups.items():
             evaluation, hashes = self._evaluate(constraints)  # type: ignore
@@ -302,9 +311,7 @@ class PlacementEngine:
 
         :param keys: the nodes' :func:`rendezvous.hash_keys`.
         """
-        groups: dict[object, list[int]] = {}
-        for index, node in enumerate(nodes):
-            groups.setdefault(node.constraints, []).append(index)
+        groups = _by_constraints(nodes)
         result: list[tuple[str, ...]] = [()] * len(nodes)
         for constraints, indexes in groups.items():
             evaluation, _hashes = self._evaluate(constraints)  # type: ignore
