@@ -57,7 +57,7 @@ from ironic_affinity.integration import node_tags as node_tags_module
 COST_SHARE = 5
 
 
-class NodeFacts(Protocol):
+class TagCache(Protocol):
     """What this needs of a node tag cache."""
 
     version: int
@@ -80,30 +80,13 @@ class Computed:
     assignment: capacity.Assignment
 
 
-def requests(
-    nodes: list[tuple[str, node_tags_module.NodeFacts]], use_groups: bool
-) -> list[profile.NodeRequest]:
-    """The tag cache's nodes as the engine takes them: named by uuid, as
-    the ring looks them up; a ring without groups sees group ''."""
-    return [
-        profile.NodeRequest(
-            name=uuid,
-            tags=facts.tags,
-            uuid=uuid,
-            driver=facts.driver or None,
-            conductor_group=facts.conductor_group if use_groups else '',
-        )
-        for uuid, facts in nodes
-    ]
-
-
 class CapacityStates:
     """The latest assignment of each ring kind (with and without
     groups), recomputed as the module's docstring says."""
 
     def __init__(
         self,
-        tags: NodeFacts,
+        tags: TagCache,
         interval: Callable[[], float],
         log: Any,
         clock: Callable[[], float] = time.monotonic,
@@ -201,7 +184,7 @@ class CapacityStates:
         started = self._clock()
         assignment = capacity.assign(
             placer,
-            requests(nodes, use_groups),
+            node_tags_module.requests(nodes, use_groups),
             pause=self._pause,
         )
         seconds = self._clock() - started

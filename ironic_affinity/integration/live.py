@@ -83,21 +83,7 @@ def from_memory(
         active = ironic_db.active_conductors(
             connection, conf.conductor.heartbeat_timeout, database.sqlite
         )
-    return _deployment(
-        snapshot,
-        active,
-        [
-            profile.NodeRequest(
-                name=uuid,
-                tags=facts.tags,
-                uuid=uuid,
-                driver=facts.driver or None,
-                conductor_group=facts.conductor_group,
-            )
-            for uuid, facts in nodes
-        ],
-        {},
-    )
+    return _deployment(snapshot, active, node_tags.requests(nodes), {})
 
 
 def _deployment(

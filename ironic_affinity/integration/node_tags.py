@@ -75,6 +75,7 @@ import sqlalchemy as sa
 
 from ironic_affinity import exception
 from ironic_affinity import outage
+from ironic_affinity import profile
 from ironic_affinity import tags
 from ironic_affinity.integration import ironic_db
 from ironic_affinity.membership import change_notices
@@ -111,6 +112,24 @@ class NodeFacts:
 
 
 NO_FACTS = NodeFacts('', '', NO_TAGS)
+
+
+def requests(
+    nodes: Iterable[tuple[str, NodeFacts]], use_groups: bool = True
+) -> list[profile.NodeRequest]:
+    """(uuid, facts) as held here, as the engine takes them: named by
+    uuid, as the ring looks nodes up; without groups (Ironic's rings
+    built with ``use_groups=False``) every node is in group ''."""
+    return [
+        profile.NodeRequest(
+            name=uuid,
+            tags=facts.tags,
+            uuid=uuid,
+            driver=facts.driver or None,
+            conductor_group=facts.conductor_group if use_groups else '',
+        )
+        for uuid, facts in nodes
+    ]
 
 
 def tags_from_extra(extra: Any, key: str, node: str) -> frozenset[str]:
