@@ -65,14 +65,33 @@ def profiles(
             runs.setdefault(host, set()).add(hardware_type)
             groups[host] = group
     return [
-        dataclasses.replace(
-            member,
-            hardware_types=frozenset(runs[name]),
-            conductor_group=groups[name].lower(),
-        )
+        _as_active(member, frozenset(runs[name]), groups[name].lower())
         for name, member in sorted(members.items())
         if name in runs
     ]
+
+
+def _as_active(
+    member: profile.ConductorProfile, runs: frozenset[str], group: str
+) -> profile.ConductorProfile:
+    # The profiles a rolling change started from too: Ironic says what a
+    # conductor runs now, and a change of tags is what is paced.
+    changes = tuple(
+        dataclasses.replace(
+            change,
+            before=(
+                None
+                if change.before is None
+                else dataclasses.replace(
+                    change.before, hardware_types=runs, conductor_group=group
+                )
+            ),
+        )
+        for change in member.changes
+    )
+    return dataclasses.replace(
+        member, hardware_types=runs, conductor_group=group, changes=changes
+    )
 
 
 def missing_from_group(

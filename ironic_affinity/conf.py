@@ -148,6 +148,29 @@ CAPACITY_OPTS = [
     ),
 ]
 
+REBALANCE_OPTS = [
+    cfg.IntOpt(
+        'rebalance_period',
+        default=0,
+        min=0,
+        max=7 * 24 * 3600,
+        mutable=True,
+        help=_(
+            'Seconds over which the moves that follow a change of this '
+            'conductor are spread: when its tags are reloaded, or when it '
+            'joins the group, each node that will move for a better score '
+            'or to this conductor moves at its own moment within the '
+            'period, the same in every process. 0, the default, moves them '
+            'all at once. Moves that must happen are never delayed: a node '
+            'whose conductor left the group, or no longer accepts it by '
+            'its hard tags, conductor group or hardware types, moves at '
+            'once. Conductors with max_nodes set are placed by capacity, '
+            'without pacing. Published with the tags while a change rolls '
+            'out: every process and conductor must run a release that '
+            'knows this option before it is set.'
+        ),
+    ),
+]
 
 MEMBERSHIP_OPTS = [
     cfg.StrOpt(
@@ -270,7 +293,9 @@ IRONIC_OPTS = [
     ),
 ]
 
-ALL_OPTS = TAG_OPTS + CAPACITY_OPTS + MEMBERSHIP_OPTS + IRONIC_OPTS
+ALL_OPTS = (
+    TAG_OPTS + CAPACITY_OPTS + REBALANCE_OPTS + MEMBERSHIP_OPTS + IRONIC_OPTS
+)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

@@ -60,6 +60,9 @@ class ConductorProfile:
     # The most nodes the conductor takes while others have room (see
     # ironic_affinity.capacity); 0 is no limit.
     max_nodes: int = 0
+    # Earlier profiles that nodes still follow, oldest first, while their
+    # changes roll out (see ironic_affinity.rollout).
+    changes: tuple['ProfileChange', ...] = ()
 
     @classmethod
     def build(
@@ -140,6 +143,12 @@ class ConductorProfile:
                 }
             )
 
+    def settled(self) -> 'ConductorProfile':
+        """This profile without the changes still rolling out."""
+        if not self.changes:
+            return self
+        return dataclasses.replace(self, changes=())
+
     def soft_conflicts(self) -> frozenset[str]:
         """Tags in both soft lists: anti-affinity wins, which is worth a
         warning since the affinity entry then has no effect."""
@@ -158,6 +167,22 @@ class ConductorProfile:
             self.hardware_types,
             self.conductor_group,
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfileChange:
+    """One change of a conductor's profile that nodes follow gradually:
+    each node at its own moment within ``period`` seconds from ``at``."""
+
+    # The profile before the change; None when the change is the
+    # conductor joining the group.
+    before: ConductorProfile | None
+    # Seconds since the epoch, on the clock of the conductor that changed.
+    at: float
+    period: float
+
+    def ends_at(self) -> float:
+        return self.at + self.period
 
 
 # slots: a process under capacity holds one per node while it computes.

@@ -41,6 +41,7 @@ from typing import TypeVar
 
 from ironic_affinity import active_members
 from ironic_affinity import engine
+from ironic_affinity import rollout
 from ironic_affinity.membership import view
 
 T = TypeVar('T')
@@ -71,6 +72,10 @@ class PlacementState:
     # conductor as group '', over every active conductor.
     engines: dict[bool, engine.PlacementEngine]
     ungrouped: dict[str, frozenset[str]]
+    # By ``use_groups``, while a conductor's change rolls out; else None.
+    paced: dict[bool, rollout.PacedPlacer | None] = dataclasses.field(
+        default_factory=lambda: {True: None, False: None}
+    )
     _rings: dict[Any, Any] = dataclasses.field(
         default_factory=dict, init=False, compare=False, repr=False
     )
@@ -113,19 +118,28 @@ def build(
     """A state from a view and Ironic's active conductors."""
     grouped = {key: frozenset(hosts) for key, hosts in active.items()}
     ungrouped = active_members.without_groups(grouped)
+    engines = {
+        True: engine.PlacementEngine(
+            active_members.profiles(members.members, grouped)
+        ),
+        False: engine.PlacementEngine(
+            active_members.profiles(members.members, ungrouped)
+        ),
+    }
     return PlacementState(
         members=members,
         active=grouped,
         read_at=read_at,
-        engines={
-            True: engine.PlacementEngine(
-                active_members.profiles(members.members, grouped)
-            ),
-            False: engine.PlacementEngine(
-                active_members.profiles(members.members, ungrouped)
-            ),
-        },
+        engines=engines,
         ungrouped=ungrouped,
+        paced={
+            use_groups: (
+                rollout.PacedPlacer(placer)
+                if any(c.changes for c in placer.conductors)
+                else None
+            )
+            for use_groups, placer in engines.items()
+        },
     )
 
 

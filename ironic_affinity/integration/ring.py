@@ -23,10 +23,12 @@ pop() raises NoValidHost with the reason.
 
 from collections.abc import Callable
 from collections.abc import Iterable
+import time
 
 from ironic_affinity import engine
 from ironic_affinity import profile
 from ironic_affinity import rendezvous
+from ironic_affinity import rollout
 
 NodeLookup = Callable[[str], frozenset[str] | None]
 #: Where a node goes under capacity: (uuid, request) -> conductor.
@@ -58,10 +60,16 @@ class AffinityRing:
         on_orphan: Callable[[str, engine.Evaluation], str],
         error: Callable[[str], Exception],
         under_capacity: CapacityLookup | None = None,
+        paced: rollout.PacedPlacer | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         """:param under_capacity: given when a conductor has a
         ``max_nodes``: then a node's conductor depends on the other
-        nodes, and this says which it is."""
+        nodes, and this says which it is.
+        :param paced: given while a conductor's change rolls out (see
+            ironic_affinity.rollout): then a node's conductor depends on
+            the time, read from ``clock`` (seconds since the epoch, as
+            the changes are published)."""
         self.placer = placer
         self.driver = driver
         self.group = group
@@ -71,6 +79,8 @@ class AffinityRing:
         self._on_orphan = on_orphan
         self._error = error
         self._under_capacity = under_capacity
+        self._paced = paced
+        self._clock = clock
 
     def request(
         self, uuid: str, node_tags: frozenset[str]
@@ -120,15 +130,28 @@ class AffinityRing:
             found = self._under_capacity(uuid, node)
             if found in self.nodes and found not in ignored:
                 assigned = found
+        paced = self._paced
+        now = self._clock() if paced is not None else 0.0
+        if paced is not None and not paced.active(now):
+            paced = None
         if replicas == 1 and not ignored:
             if assigned is not None:
                 return {assigned}
-            placement = self.placer.place(node)
-            if placement.conductor is not None:
-                return {placement.conductor}
+            if paced is not None:
+                conductor = paced.conductor(node, now)
+            else:
+                conductor = self.placer.place(node).conductor
+            if conductor is not None:
+                return {conductor}
         else:
             order = [
-                c for c in self.placer.fallback_order(node) if c not in ignored
+                c
+                for c in (
+                    paced.fallback_order(node, now)
+                    if paced is not None
+                    else self.placer.fallback_order(node)
+                )
+                if c not in ignored
             ]
             if assigned is not None:
                 # Under capacity the node's own conductor comes first,

@@ -102,6 +102,7 @@ class AffinityHashRingManager:
                 _no_valid_host,
             )
         placer = state.engines[self.use_groups]
+        under_capacity = services.capacity.lookup(placer, self.use_groups)
         return ring.AffinityRing(
             placer,
             driver_name,
@@ -110,5 +111,10 @@ class AffinityHashRingManager:
             services.node_tags.get,
             services.orphans.excluded,
             _no_valid_host,
-            services.capacity.lookup(placer, self.use_groups),
+            under_capacity,
+            # Under capacity a node's conductor depends on the others:
+            # nodes are placed by capacity alone, not paced.
+            None
+            if under_capacity is not None
+            else state.paced[self.use_groups],
         )

@@ -19,11 +19,14 @@ placement (with a warning, by the caller) rather than trusted or crashed
 on.
 """
 
+import dataclasses
 import json
+import math
 from typing import Any
 
 from ironic_affinity import exception
 from ironic_affinity import profile
+from ironic_affinity import rollout
 from ironic_affinity import tags
 from ironic_affinity._i18n import _
 
@@ -37,11 +40,17 @@ MAX_NAME_LENGTH = 255
 _KEYS = frozenset(
     ('format',)
     + profile.TAG_OPTIONS
-    + ('hardware_types', 'conductor_group', 'max_nodes')
+    + ('hardware_types', 'conductor_group', 'max_nodes', 'changes')
 )
+_CHANGE_KEYS = frozenset(('before', 'at', 'period'))
 # Larger than any deployment: a bound, so that a member cannot publish a
 # number that is costly to print or compare.
 MAX_NODES_LIMIT = 10**9
+# Bounds of a published change: a week-long rollout is already beyond any
+# use; a time before 2001 or after 5138 is a broken clock or garbage.
+MAX_PERIOD = 7 * 24 * 3600
+_EARLIEST = 1e9
+_LATEST = 1e11
 
 
 def encode(conductor: profile.ConductorProfile) -> dict[str, Any]:
@@ -70,7 +79,32 @@ def encode(conductor: profile.ConductorProfile) -> dict[str, Any]:
     }
     if conductor.max_nodes:
         found['max_nodes'] = conductor.max_nodes
+    if conductor.changes:
+        # Published only during a rollout, for the same reason.
+        found['changes'] = [
+            {
+                'before': (
+                    None if change.before is None else encode(change.before)
+                ),
+                'at': change.at,
+                'period': change.period,
+            }
+            for change in conductor.changes
+        ]
     return found
+
+
+def fit(conductor: profile.ConductorProfile) -> profile.ConductorProfile:
+    """The conductor, without as many of its oldest changes as it takes
+    for its capabilities to stay within the size readers accept."""
+    while (
+        conductor.changes
+        and len(json.dumps(encode(conductor))) > MAX_ENCODED_BYTES
+    ):
+        conductor = dataclasses.replace(
+            conductor, changes=conductor.changes[1:]
+        )
+    return conductor
 
 
 def _weighted(value: Any, where: str) -> dict[str, int]:
@@ -112,6 +146,60 @@ def _max_nodes(value: Any) -> int:
             % {'max': MAX_NODES_LIMIT, 'got': _shown(value)}
         )
     return value
+
+
+def _number(value: Any, low: float, high: float, where: str) -> float:
+    if (
+        type(value) not in (int, float)
+        or not math.isfinite(value)
+        or not low <= value <= high
+    ):
+        raise exception.InvalidCapabilities(
+            _(
+                '%(where)s must be a number from %(low)s to %(high)s, not '
+                '%(got)s'
+            )
+            % {'where': where, 'low': low, 'high': high, 'got': _shown(value)}
+        )
+    return float(value)
+
+
+def _changes(name: str, value: Any) -> tuple[profile.ProfileChange, ...]:
+    if (
+        not isinstance(value, list)
+        or not 0 < len(value) <= rollout.MAX_CHANGES
+    ):
+        raise exception.InvalidCapabilities(
+            _('changes must be a list of 1 to %d changes')
+            % rollout.MAX_CHANGES
+        )
+    found = []
+    for index, change in enumerate(value):
+        where = 'changes[%d]' % index
+        if not isinstance(change, dict) or set(change) != _CHANGE_KEYS:
+            raise exception.InvalidCapabilities(
+                _('%s must be a mapping of before, at and period') % where
+            )
+        before = change['before']
+        if before is not None:
+            if isinstance(before, dict) and 'changes' in before:
+                raise exception.InvalidCapabilities(
+                    _('%s.before must not have changes of its own') % where
+                )
+            try:
+                before = decode(name, before)
+            except exception.InvalidCapabilities as exc:
+                raise exception.InvalidCapabilities(
+                    '%s.before: %s' % (where, exc)
+                ) from exc
+        found.append(
+            profile.ProfileChange(
+                before,
+                _number(change['at'], _EARLIEST, _LATEST, where + '.at'),
+                _number(change['period'], 1e-3, MAX_PERIOD, where + '.period'),
+            )
+        )
+    return tuple(found)
 
 
 def _shown(value: Any) -> str:
@@ -197,6 +285,9 @@ def decode(name: str, raw: Any) -> profile.ConductorProfile:
                 raw.get('conductor_group', ''), 'conductor_group'
             ).lower(),
             max_nodes=_max_nodes(raw.get('max_nodes', 0)),
+            changes=(
+                _changes(name, raw['changes']) if 'changes' in raw else ()
+            ),
         )
     except (exception.InvalidTag, exception.ConflictingTags) as exc:
         raise exception.InvalidCapabilities(str(exc)) from exc

@@ -52,6 +52,11 @@ LOG = log.getLogger(__name__)
 
 T = TypeVar('T')
 
+#: Given what a member published last (what its entry holds when it takes
+#: one over; None when it joins) and what it wants to publish, what it
+#: publishes now.
+Compose = Callable[[object | None, dict[str, object]], dict[str, object]]
+
 
 class Member:
     """Keeps one process in a group, with its capabilities published."""
@@ -67,8 +72,12 @@ class Member:
         role: str = 'Conductor',
         clock: outage.Clock = time.monotonic,
         call_deadline: float | None = None,
+        compose: Compose | None = None,
     ) -> None:
         """:param published: the capabilities to publish (JSON-able).
+        :param compose: makes what is published from ``published`` and
+            what was published before, at every beat; ``published`` as
+            it is by default.
         :param role: how log lines name this member.
         :param clock: what measures outages; tests pass a fake one.
         :param call_deadline: seconds a heartbeat or a client's start may
@@ -84,6 +93,7 @@ class Member:
             float(timeout) if call_deadline is None else call_deadline
         )
         self._capabilities = published
+        self._compose = compose
         self._published: dict[str, object] | None = None
         self._coordinator: coordination.CoordinationDriver | None = None
         self._started = False
@@ -151,13 +161,18 @@ class Member:
         # takes it for dead (the Redis driver even deletes it).
         self._within(client, client.heartbeat)
         members = self._members()
-        wanted = self._capabilities
         if self.name not in members:
+            # A first join, or a join again after our entry was lost
+            # (then what we published before still holds for us).
+            wanted = self._wanted(self._published)
             self._join(wanted)
         elif self._published is None:
             # In the group before we ever joined: the entry of a previous
             # run under this name that has not expired yet. Our beats now
             # keep it alive, with our profile.
+            wanted = self._wanted(
+                self._entry() if self._compose is not None else {}
+            )
             self._publish(wanted)
             LOG.info(
                 '%(role)s %(name)s found its entry in group %(group)s, '
@@ -168,14 +183,30 @@ class Member:
                     'group': self.group.decode(),
                 },
             )
-        elif self._published != wanted:
-            self._publish(wanted)
-            LOG.info(
-                'Published new capabilities of %(role)s %(name)s',
-                {'role': self.role.lower(), 'name': self.name},
-            )
+        else:
+            wanted = self._wanted(self._published)
+            if self._published != wanted:
+                self._publish(wanted)
+                LOG.info(
+                    'Published new capabilities of %(role)s %(name)s',
+                    {'role': self.role.lower(), 'name': self.name},
+                )
         self._published = wanted
         self.joined.set()
+
+    def _wanted(self, previous: object | None) -> dict[str, object]:
+        if self._compose is None:
+            return self._capabilities
+        return self._compose(previous, self._capabilities)
+
+    def _entry(self) -> object:
+        """What our entry in the group holds now."""
+        assert self._coordinator is not None
+        found = self._coordinator.get_member_capabilities(
+            self.group, self.name.encode('utf-8')
+        ).get(timeout=self.timeout)
+        # Never None: None means joining to a compose function.
+        return {} if found is None else found
 
     def _client(self) -> coordination.CoordinationDriver:
         """The started client, made and started first if need be."""

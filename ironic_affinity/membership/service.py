@@ -36,6 +36,7 @@ from oslo_log import log
 from ironic_affinity import conf as affinity_conf
 from ironic_affinity import exception
 from ironic_affinity import profile
+from ironic_affinity import rollout
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import capabilities
 from ironic_affinity.membership import change_notices
@@ -162,7 +163,31 @@ class ConductorMembership:
             capabilities.encode(current),
             group.heartbeat_interval,
             group.member_timeout,
+            compose=self._compose,
         )
+
+    def _compose(
+        self, previous: object | None, wanted: dict[str, object]
+    ) -> dict[str, object]:
+        """The profile to publish, with the changes nodes still follow
+        (ironic_affinity.rollout); called at every heartbeat, so that a
+        finished change is no longer published."""
+        current = capabilities.decode(self.name, wanted)
+        before: profile.ConductorProfile | None = None
+        if previous is not None:
+            try:
+                before = capabilities.decode(self.name, previous)
+            except exception.InvalidCapabilities:
+                # An entry we cannot read (a foreign or damaged one): no
+                # change to roll out from it.
+                before = current
+        composed = rollout.compose(
+            before,
+            current,
+            time.time(),
+            self.conf.affinity.rebalance_period,
+        )
+        return capabilities.encode(capabilities.fit(composed))
 
     def _profile(self) -> profile.ConductorProfile:
         current = affinity_conf.conductor_profile(

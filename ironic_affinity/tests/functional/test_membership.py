@@ -247,6 +247,27 @@ class MembershipMixin(MemberHelpers):
         self.assertEqual(process.poll(), None)
         self.assertEqual({'a', 'b'}, set(after.members))
 
+    def test_rebalance_period_publishes_the_changes(self):
+        # A join, then a reload of the tags: both published as changes
+        # that nodes follow over the period, with what came before.
+        paced = dict(TAGS, rebalance_period='60')
+        started = time.time()
+        process = self.start_member('a', paced)
+        joined = self.wait_view(lambda s: 'a' in s.members).members['a']
+        (join,) = joined.changes
+        self.assertIsNone(join.before)
+        self.assertEqual(60.0, join.period)
+        self.assertTrue(started - 1 <= join.at <= time.time() + 1)
+        self._write_conf('a', dict(paced, soft_affinity_tags='rack11:7'))
+        process.send_signal(signal.SIGHUP)
+        after = self.wait_view(
+            lambda s: 'a' in s.members and len(s.members['a'].changes) == 2
+        ).members['a']
+        self.assertEqual(join, after.changes[0])
+        self.assertEqual(joined.settled(), after.changes[1].before)
+        self.assertEqual({'rack11': 7}, dict(after.soft_affinity_tags))
+        self.assertLessEqual(join.at, after.changes[1].at)
+
     def test_bad_tags_on_reload_keep_last_profile(self):
         process = self.start_member('a')
         self.wait_view(lambda s: 'a' in s.members)

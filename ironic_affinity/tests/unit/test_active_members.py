@@ -10,6 +10,8 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import dataclasses
+
 from ironic_affinity import active_members
 from ironic_affinity import profile
 from ironic_affinity.tests import base
@@ -43,6 +45,28 @@ class ActiveMembersTestCase(base.TestCase):
         self.assertEqual(
             frozenset({'c'}),
             active_members.missing_from_group(members, active),
+        )
+
+    def test_changes_rolling_out_see_what_ironic_says_too(self):
+        # A rolling change paces tags, not what Ironic says a conductor
+        # runs: the profile before the change gets Ironic's answer too.
+        before = Conductor('a', soft_affinity_tags='y', hardware_types=['z'])
+        member = dataclasses.replace(
+            Conductor('a', soft_affinity_tags='x', conductor_group='old'),
+            changes=(
+                profile.ProfileChange(None, 1.8e9, 60.0),
+                profile.ProfileChange(before, 1.8e9 + 5, 60.0),
+            ),
+        )
+        (found,) = active_members.profiles({'a': member}, {'G:ipmi': {'a'}})
+        self.assertEqual('g', found.conductor_group)
+        self.assertIsNone(found.changes[0].before)
+        seen = found.changes[1].before
+        self.assertEqual(frozenset({'ipmi'}), seen.hardware_types)
+        self.assertEqual('g', seen.conductor_group)
+        self.assertEqual({'y': 1}, dict(seen.soft_affinity_tags))
+        self.assertEqual(
+            (1.8e9, 1.8e9 + 5), tuple(c.at for c in found.changes)
         )
 
     def test_nothing_active(self):

@@ -32,6 +32,7 @@ class ListOptsTestCase(base.TestCase):
         self.assertEqual(
             [
                 'max_nodes',
+                'rebalance_period',
                 'backend_url',
                 'group_name',
                 'heartbeat_interval',

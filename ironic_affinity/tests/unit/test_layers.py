@@ -29,7 +29,14 @@ LAYERS = (
     ('model', ('profile', 'rendezvous', 'rendezvous_vector')),
     (
         'placement',
-        ('engine', 'capacity', 'active_members', 'report', 'scenario'),
+        (
+            'engine',
+            'capacity',
+            'rollout',
+            'active_members',
+            'report',
+            'scenario',
+        ),
     ),
     ('configuration', ('conf',)),
     ('membership', ('membership',)),

@@ -12,9 +12,12 @@
 
 """The ring object Ironic's callers receive (no Ironic needed)."""
 
+import dataclasses
+
 from ironic_affinity import engine
 from ironic_affinity import profile
 from ironic_affinity import rendezvous
+from ironic_affinity import rollout
 from ironic_affinity.integration import ring
 from ironic_affinity.tests import base
 
@@ -142,3 +145,65 @@ class UnreachableRingTestCase(base.TestCase):
         self.assertNotIn('x', found)
         exc = self.assertRaises(Refused, found.pop)
         self.assertEqual('they are not in the group', str(exc))
+
+
+class PacedRingTestCase(base.TestCase):
+    """A ring while c1's change rolls out: answers follow the clock."""
+
+    def setUp(self):
+        super().setUp()
+        self.now = 1_800_000_000.0
+        self.tags = {'node-%d' % i: frozenset({'rack2'}) for i in range(40)}
+        before = Conductor('c1', hardware_types=['x'])
+        after = Conductor(
+            'c1', soft_affinity_tags='rack2', hardware_types=['x']
+        )
+        rolling = dataclasses.replace(
+            after,
+            changes=(profile.ProfileChange(before, self.now, 60.0),),
+        )
+        others = [Conductor('c2', hardware_types=['x'])]
+        self.placer = engine.PlacementEngine([rolling] + others)
+        self.old = engine.PlacementEngine([before] + others)
+        self.ring = ring.AffinityRing(
+            self.placer,
+            'x',
+            '',
+            ['c1', 'c2'],
+            self.tags.get,
+            lambda node, evaluation: 'none',
+            Refused,
+            paced=rollout.PacedPlacer(self.placer),
+            clock=lambda: self.now,
+        )
+
+    def answers(self):
+        return {n: self.ring.get_nodes(n).pop() for n in self.tags}
+
+    def request(self, name):
+        return self.ring.request(name, self.tags[name])
+
+    def test_answers_move_over_the_period(self):
+        start = self.answers()
+        self.assertEqual(
+            {n: self.old.place(self.request(n)).conductor for n in self.tags},
+            start,
+        )
+        self.assertIn('c2', start.values())
+        self.now += 30
+        halfway = self.answers()
+        self.now += 30
+        self.assertEqual({'c1'}, set(self.answers().values()))
+        moved = [n for n in self.tags if halfway[n] != start[n]]
+        waiting = [n for n in self.tags if halfway[n] != 'c1']
+        self.assertTrue(moved and waiting, halfway)
+
+    def test_replicas_start_with_the_paced_conductor(self):
+        for name in self.tags:
+            first = self.ring.get_nodes(name).pop()
+            both = self.ring.get_nodes(name, replicas=2)
+            self.assertEqual({'c1', 'c2'}, both)
+            other = ({'c1', 'c2'} - {first}).pop()
+            self.assertEqual(
+                {other}, self.ring.get_nodes(name, ignore_nodes=[first])
+            )

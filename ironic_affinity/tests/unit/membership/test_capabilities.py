@@ -59,6 +59,95 @@ class CapabilitiesTestCase(base.TestCase):
             capabilities.decode('host:8091', json.dumps(encoded).encode()),
         )
 
+    def test_changes_are_published_only_during_a_rollout(self):
+        settled = _conductor()
+        self.assertNotIn('changes', capabilities.encode(settled))
+        earlier = dataclasses.replace(settled, soft_affinity_tags={'rack9': 2})
+        rolling = dataclasses.replace(
+            settled,
+            changes=(
+                profile.ProfileChange(None, 1.8e9, 60.0),
+                profile.ProfileChange(earlier, 1.8e9 + 0.125, 30.0),
+            ),
+        )
+        encoded = capabilities.encode(rolling)
+        self.assertEqual(
+            [
+                {'before': None, 'at': 1.8e9, 'period': 60.0},
+                {
+                    'before': capabilities.encode(earlier),
+                    'at': 1.8e9 + 0.125,
+                    'period': 30.0,
+                },
+            ],
+            encoded['changes'],
+        )
+        decoded = capabilities.decode(
+            'host:8091', json.dumps(encoded).encode()
+        )
+        self.assertEqual(rolling, decoded)
+        # Exactly the same times: every process hashes them alike.
+        self.assertEqual(repr(1.8e9 + 0.125), repr(decoded.changes[1].at))
+
+    def test_fit_drops_the_oldest_changes_first(self):
+        big = profile.ConductorProfile.build(
+            'c', hardware_types=['h%03d%s' % (i, 'x' * 200) for i in range(60)]
+        )
+        changes = tuple(
+            profile.ProfileChange(
+                dataclasses.replace(big, soft_affinity_tags={'t%d' % i: 1}),
+                1.8e9 + i,
+                60.0,
+            )
+            for i in range(5)
+        )
+        rolling = dataclasses.replace(big, changes=changes)
+        self.assertGreater(
+            len(json.dumps(capabilities.encode(rolling))),
+            capabilities.MAX_ENCODED_BYTES,
+        )
+        fitted = capabilities.fit(rolling)
+        self.assertLessEqual(
+            len(json.dumps(capabilities.encode(fitted))),
+            capabilities.MAX_ENCODED_BYTES,
+        )
+        self.assertEqual(changes[-len(fitted.changes) :], fitted.changes)
+        self.assertGreater(len(fitted.changes), 0)
+        self.assertEqual(
+            fitted, capabilities.decode('c', capabilities.encode(fitted))
+        )
+
+    def test_bad_changes_refused(self):
+        good = capabilities.encode(_conductor())
+        change = {'before': None, 'at': 1.8e9, 'period': 60.0}
+        self._refused(dict(good, changes=[]), 'changes must be a list')
+        self._refused(dict(good, changes=change), 'changes must be a list')
+        self._refused(
+            dict(good, changes=[change] * 9), 'list of 1 to 8 changes'
+        )
+        self._refused(dict(good, changes=[1]), 'changes[0] must be')
+        self._refused(
+            dict(good, changes=[dict(change, extra=1)]), 'changes[0] must be'
+        )
+        for bad in (None, '1.8e9', True, float('nan'), float('inf'), 5, 1e12):
+            self._refused(
+                dict(good, changes=[dict(change, at=bad)]), 'changes[0].at'
+            )
+        for bad in (0, -1, 8 * 24 * 3600, None):
+            self._refused(
+                dict(good, changes=[change, dict(change, period=bad)]),
+                'changes[1].period',
+            )
+        self._refused(
+            dict(good, changes=[dict(change, before={'format': 2})]),
+            'changes[0].before: format version 2',
+        )
+        nested = dict(good, changes=[change])
+        self._refused(
+            dict(good, changes=[dict(change, before=nested)]),
+            'must not have changes of its own',
+        )
+
     def test_all_hardware_types(self):
         conductor = profile.ConductorProfile.build('c')
         self.assertIsNone(capabilities.encode(conductor)['hardware_types'])

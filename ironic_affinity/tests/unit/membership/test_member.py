@@ -44,7 +44,11 @@ class MemberTestCase(fakes.BackendTestCase):
         self.member = self.make_member(caps('rack1'))
 
     def make_member(
-        self, published, heartbeat_interval=1.0, call_deadline=None
+        self,
+        published,
+        heartbeat_interval=1.0,
+        call_deadline=None,
+        compose=None,
     ):
         made = member.Member(
             URL,
@@ -55,6 +59,7 @@ class MemberTestCase(fakes.BackendTestCase):
             TIMEOUT,
             clock=self.clock,
             call_deadline=call_deadline,
+            compose=compose,
         )
         self.addCleanup(made.stop, 2.0)
         return made
@@ -167,6 +172,56 @@ class JoinTestCase(MemberTestCase):
         (warning,) = self.lines('WARNING')
         self.assertIn('is already in group conductors', warning)
         self.assertIn('Taking the entry over', warning)
+
+
+class ComposeTestCase(MemberTestCase):
+    """What is published can depend on what was published before: the
+    rollout of a change (ironic_affinity.rollout) is built that way."""
+
+    def setUp(self):
+        super().setUp()
+        self.seen = []
+        self.member = self.make_member(caps('rack1'), compose=self.compose)
+
+    def compose(self, previous, wanted):
+        self.seen.append(previous)
+        return dict(wanted, conductor_group=self.label)
+
+    label = 'first'
+
+    def test_joining_composes_from_nothing(self):
+        self.member._tick()
+        self.assertEqual([None], self.seen)
+        self.assertEqual('first', self.published()['conductor_group'])
+
+    def test_each_beat_composes_from_what_was_published(self):
+        self.member._tick()
+        first = self.published()
+        # The same answer again: nothing is written.
+        self.beat()
+        self.assertEqual([None, first], self.seen)
+        self.assertEqual([('join', NAME)], self.backend.history)
+        # An answer that changes with time is published at the next beat.
+        self.label = 'second'
+        self.beat()
+        self.assertEqual('second', self.published()['conductor_group'])
+        self.assertEqual(
+            [('join', NAME), ('update', NAME)], self.backend.history
+        )
+
+    def test_taking_over_composes_from_the_entry(self):
+        self.backend.add(GROUP, NAME.encode(), caps('old'))
+        self.member._tick()
+        self.assertEqual([caps('old')], self.seen)
+
+    def test_joining_again_composes_from_what_was_published(self):
+        # Our entry was lost while we ran (the backend restarted empty):
+        # we were a member all along, not a new one.
+        self.member._tick()
+        first = self.published()
+        self.backend.restart_empty()
+        self.beat()
+        self.assertEqual([None, first], self.seen)
 
 
 class OutageTestCase(MemberTestCase):
