@@ -20,11 +20,13 @@ from collections.abc import Collection
 from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import Sequence
+import time
 from typing import Any
 
 from ironic_affinity import capacity
 from ironic_affinity import engine
 from ironic_affinity import profile
+from ironic_affinity import rollout
 from ironic_affinity import tags
 
 
@@ -40,11 +42,83 @@ def loads(
     return counts
 
 
+def moment(at: float, now: float | None = None) -> str:
+    """A time people read: UTC, to the second, and how far from now."""
+    text = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(at))
+    if now is None:
+        return text
+    return '%s (in %d s)' % (text, max(0, round(at - now)))
+
+
+def paced(
+    placer: engine.PlacementEngine, now: float | None
+) -> rollout.PacedPlacer | None:
+    """The rollout under way at ``now`` over these conductors, if any.
+
+    None under capacity, where nodes are placed by capacity alone, as the
+    ring does.
+    """
+    if now is None or capacity.is_limited(placer.conductors):
+        return None
+    if not any(c.changes for c in placer.conductors):
+        return None
+    found = rollout.PacedPlacer(placer)
+    return found if found.active(now) else None
+
+
+def _moves(moves: Iterable[rollout.Move]) -> list[dict[str, Any]]:
+    return [
+        {'from': m.source, 'to': m.target, 'at': round(m.at, 3)} for m in moves
+    ]
+
+
+def _pace(
+    placer: rollout.PacedPlacer,
+    nodes: Sequence[profile.NodeRequest],
+    rows: list[dict[str, Any]],
+    now: float,
+) -> dict[str, Any]:
+    """Rows as they stand at ``now``, with the moves still to come."""
+    counts = {c.name: 0 for c in placer.current.conductors}
+    waiting = 0
+    for row, node in zip(rows, nodes, strict=True):
+        holder = placer.conductor(node, now)
+        if placer.stages(node.hash_key, now):
+            pending = _moves(placer.pending(node, now))
+            if pending:
+                row['pending'] = pending
+                waiting += 1
+        if holder != row['conductor']:
+            row.update(conductor=holder, score=_score(placer, node, holder))
+        if holder is not None:
+            counts[holder] += 1
+    return {
+        'loads': counts,
+        'rollout': {
+            'ends_at': round(placer.ends_at, 3),
+            'nodes_to_move': waiting,
+        },
+    }
+
+
+def _score(
+    placer: rollout.PacedPlacer, node: profile.NodeRequest, holder: str | None
+) -> int | None:
+    """The score of the conductor a node waits on, by its tags of now."""
+    for verdict in placer.current.evaluate(node).verdicts:
+        if verdict.conductor == holder:
+            return verdict.score
+    return None
+
+
 def _place(
-    placer: engine.PlacementEngine, nodes: Sequence[profile.NodeRequest]
+    placer: engine.PlacementEngine,
+    nodes: Sequence[profile.NodeRequest],
+    now: float | None = None,
 ) -> dict[str, Any]:
     """Placements and loads; with capacity, who spilled and where each
-    conductor stands against its ``max_nodes``."""
+    conductor stands against its ``max_nodes``; during a rollout, where
+    nodes are at ``now`` and their moves to come."""
     placements = placer.place_all(nodes)
     rows = [
         {
@@ -56,6 +130,10 @@ def _place(
         for p in placements
     ]
     if not capacity.is_limited(placer.conductors):
+        rolling = paced(placer, now)
+        if rolling is not None:
+            assert now is not None
+            return {'placements': rows, **_pace(rolling, nodes, rows, now)}
         return {
             'placements': rows,
             'loads': loads(placer.conductors, placements),
@@ -88,6 +166,7 @@ def plan(
     conductors: Sequence[profile.ConductorProfile],
     nodes: Sequence[profile.NodeRequest],
     down: Collection[str] = (),
+    now: float | None = None,
 ) -> dict[str, Any]:
     """Place every node over the conductors that are not down.
 
@@ -96,14 +175,19 @@ def plan(
     under capacity (:mod:`ironic_affinity.capacity`): the result also has
     each conductor's capacity (0 for none), those over it, and for each
     node that did not get its first choice, ``spilled_from``.
+
+    :param now: seconds since the epoch, for conductors whose changes
+        roll out (:mod:`ironic_affinity.rollout`): nodes are then where
+        they are at ``now``; those still to move have ``pending`` moves
+        (from, to, at) and the result has ``rollout``.
     """
     live = engine.PlacementEngine(c for c in conductors if c.name not in down)
-    result = _place(live, nodes)
+    result = _place(live, nodes, now)
     result['unplaced'] = [
         p['node'] for p in result['placements'] if p['conductor'] is None
     ]
     if down:
-        before = _place(engine.PlacementEngine(conductors), nodes)
+        before = _place(engine.PlacementEngine(conductors), nodes, now)
         result['moves'] = [
             {
                 'node': old['node'],
@@ -118,9 +202,19 @@ def plan(
     return result
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def _table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    formats: Mapping[int, Any] | None = None,
+) -> str:
+    """:param formats: by column, how to print its values."""
+    shown = formats or {}
     cells = [[str(h) for h in headers]] + [
-        ['-' if c is None else str(c) for c in row] for row in rows
+        [
+            '-' if c is None else str(shown[i](c) if i in shown else c)
+            for i, c in enumerate(row)
+        ]
+        for row in rows
     ]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     return '\n'.join(
@@ -132,6 +226,9 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def _note(placement: dict[str, Any]) -> str | None:
+    if 'pending' in placement:
+        last = placement['pending'][-1]
+        return 'moves to %s at %s' % (last['to'], moment(last['at']))
     if 'spilled_from' in placement:
         return 'spilled: %s full' % placement['spilled_from']
     if placement.get('over_capacity'):
@@ -148,7 +245,8 @@ def render_plan(report: dict[str, Any], down: Collection[str] = ()) -> str:
         [p['node'], p['conductor'], p['score'], ', '.join(p['tied']) or None]
         for p in placements
     ]
-    if capacities is not None:
+    rolling = report.get('rollout')
+    if capacities is not None or rolling is not None:
         headers += ('NOTE',)
         for row, placement in zip(rows, placements, strict=True):
             row.append(_note(placement))
@@ -184,11 +282,32 @@ def render_plan(report: dict[str, Any], down: Collection[str] = ()) -> str:
                 or 'none',
             )
         )
+    if rolling is not None:
+        parts.append(
+            'Rollout under way until %s: %d node(s) still to move'
+            % (moment(rolling['ends_at']), rolling['nodes_to_move'])
+        )
     unplaced = report['unplaced']
     parts.append(
         'Nodes without a valid conductor: %s'
         % (', '.join(unplaced) if unplaced else 'none')
     )
+    if rolling is not None and rolling['nodes_to_move']:
+        parts += ['', 'Pending moves']
+        parts.append(
+            _table(
+                ('NODE', 'FROM', 'TO', 'AT'),
+                sorted(
+                    (
+                        (p['node'], move['from'], move['to'], move['at'])
+                        for p in placements
+                        for move in p.get('pending', ())
+                    ),
+                    key=lambda row: (row[3], row[0]),
+                ),
+                formats={3: moment},
+            )
+        )
     if 'moves' in report:
         parts += ['', 'Moves (against every conductor up)']
         moves = report['moves']
@@ -209,6 +328,7 @@ def explain(
     down: Collection[str] = (),
     nodes: Sequence[profile.NodeRequest] = (),
     assignment: capacity.Assignment | None = None,
+    now: float | None = None,
 ) -> dict[str, Any]:
     """Every conductor's verdict for one node, and the fallback order.
 
@@ -218,11 +338,20 @@ def explain(
         did not get its first choice, ``spilled_from``.
     :param assignment: the placement under capacity already computed
         over ``conductors`` (less ``down``), instead of ``nodes``.
+    :param now: seconds since the epoch: while a conductor's change
+        rolls out, the node is where it is at ``now``, and the result
+        has its ``pending`` moves and when the rollout ends.
     """
     live = engine.PlacementEngine(c for c in conductors if c.name not in down)
     placement = live.place(node)
     chosen = placement.conductor
     extra: dict[str, Any] = {}
+    rolling = paced(live, now)
+    if rolling is not None:
+        assert now is not None
+        chosen = rolling.conductor(node, now)
+        extra['pending'] = _moves(rolling.pending(node, now))
+        extra['rollout_ends_at'] = round(rolling.ends_at, 3)
     if not capacity.is_limited(live.conductors):
         assignment = None
     elif assignment is None:
@@ -236,7 +365,11 @@ def explain(
         if node.name in assignment.spilled:
             extra['spilled_from'] = assignment.spilled[node.name]
         extra['over_capacity'] = node.name in assignment.overflow
-    fallback = live.fallback_order(node)
+    fallback = (
+        live.fallback_order(node)
+        if rolling is None
+        else rolling.fallback_order(node, now or 0.0)
+    )
     # Conductors the node would rather have had, which were full.
     passed_over: tuple[str, ...] = ()
     if assignment is not None and chosen in fallback:
@@ -253,6 +386,11 @@ def explain(
         else:
             if conductor == chosen:
                 state = 'chosen'
+            elif (
+                extra.get('pending')
+                and conductor == extra['pending'][-1]['to']
+            ):
+                state = 'next'
             elif conductor in passed_over:
                 state = 'full'
             elif conductor in placement.tied:
@@ -300,6 +438,18 @@ def _verdict_text(row: dict[str, Any]) -> str:
 
 def _placed_text(report: dict[str, Any]) -> str:
     text = report['conductor'] or 'no valid conductor'
+    if report.get('pending'):
+        text += ' (%s; rollout under way until %s)' % (
+            ', then '.join(
+                'moves to %s at %s' % (m['to'], moment(m['at']))
+                for m in report['pending']
+            ),
+            moment(report['rollout_ends_at']),
+        )
+    elif 'rollout_ends_at' in report:
+        text += ' (where it stays: rollout under way until %s)' % moment(
+            report['rollout_ends_at']
+        )
     if 'spilled_from' in report:
         text += (
             ' (spilled: its first choice %s is full)'
@@ -345,6 +495,7 @@ def members(
     held: Collection[str] = (),
     error: str | None = None,
     age: float | None = None,
+    now: float | None = None,
 ) -> dict[str, Any]:
     """The members of the group as one JSON-ready dict.
 
@@ -353,6 +504,8 @@ def members(
     :param held: members kept from before a backend outage.
     :param error: why the group could not be read, if it could not.
     :param age: seconds since the group was last read.
+    :param now: seconds since the epoch: a member's changes still
+        rolling out at ``now`` are listed, with when its rollout ends.
     """
     return {
         'backend': url,
@@ -379,10 +532,36 @@ def members(
                 ),
                 'max_nodes': c.max_nodes,
                 'held_through_outage': name in held,
+                **_rollout(c, now),
             }
             for name, c in sorted(found.items())
         ],
         'rejected': dict(sorted(rejected.items())),
+    }
+
+
+def _rollout(
+    conductor: profile.ConductorProfile, now: float | None
+) -> dict[str, Any]:
+    """A member's changes rolling out at ``now``, and when they end."""
+    changes = (
+        rollout.unfinished(conductor.changes, now)
+        if now is not None
+        else conductor.changes
+    )
+    return {
+        'changes': [
+            {
+                'kind': 'joined' if c.before is None else 'changed',
+                'at': round(c.at, 3),
+                'period': c.period,
+                'ends_at': round(c.ends_at(), 3),
+            }
+            for c in changes
+        ],
+        'rollout_ends_at': (
+            round(max(c.ends_at() for c in changes), 3) if changes else None
+        ),
     }
 
 
@@ -426,6 +605,20 @@ def render_members(report: dict[str, Any]) -> str:
         headers.append('MAX NODES')
         for row, member in zip(rows, report['members'], strict=True):
             row.append(member['max_nodes'] or None)
+    # The same for a rollout: shown only while one is under way.
+    if any(m['rollout_ends_at'] for m in report['members']):
+        headers.append('ROLLOUT UNTIL')
+        for row, member in zip(rows, report['members'], strict=True):
+            ends = member['rollout_ends_at']
+            row.append(
+                None
+                if ends is None
+                else '%s (%s)'
+                % (
+                    moment(ends),
+                    ', '.join(c['kind'] for c in member['changes']),
+                )
+            )
     parts.append(_table(headers, rows))
     for name, reason in report['rejected'].items():
         parts.append('Left out of placement: %s: %s' % (name, reason))

@@ -17,6 +17,7 @@ They read ironic.conf, the coordination backend and, but for
 ``members``, Ironic's database; they write nothing.
 """
 
+import time
 from typing import Any
 
 from oslo_config import cfg
@@ -85,7 +86,7 @@ def plan(conf: cfg.ConfigOpts, args: Any) -> int:
     names = frozenset(c.name for c in deployment.conductors)
     output.check_down(names, args.down, 'live')
     result = report.plan(
-        deployment.conductors, deployment.nodes, set(args.down)
+        deployment.conductors, deployment.nodes, set(args.down), time.time()
     )
     output.emit(result, report.render_plan(result, args.down), args.format)
     return 0
@@ -99,7 +100,11 @@ def explain(conf: cfg.ConfigOpts, args: Any, wanted: str) -> int:
     if not found:
         raise exception.AffinityError(_('no node %r') % wanted)
     result = report.explain(
-        deployment.conductors, found[0], set(args.down), deployment.nodes
+        deployment.conductors,
+        found[0],
+        set(args.down),
+        deployment.nodes,
+        now=time.time(),
     )
     output.emit(result, report.render_explain(result), args.format)
     return 0
@@ -126,6 +131,7 @@ def members(conf: cfg.ConfigOpts, args: Any) -> int:
         held=snapshot.held,
         error=snapshot.error,
         age=snapshot.age(),
+        now=time.time(),
     )
     output.emit(result, report.render_members(result), args.format)
     # An unreadable backend shows in the status too, for monitoring.

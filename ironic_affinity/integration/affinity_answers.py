@@ -16,6 +16,7 @@ routes requests by (see :mod:`ironic_affinity.integration.affinity_api`
 for who may ask).
 """
 
+import time
 from typing import Any
 
 from oslo_config import cfg
@@ -79,6 +80,7 @@ def node_affinity(
         placer.conductors,
         request,
         assignment=None if computed is None else computed.assignment,
+        now=time.time(),
     )
     result.update(
         node=node.get('name') or uuid,
@@ -110,13 +112,17 @@ def deployment_affinity(
         raise exception.AffinityError(
             _("cannot read Ironic's database: %s") % exc
         ) from exc
-    loads = report.plan(deployment.conductors, deployment.nodes)['loads']
+    now = time.time()
+    loads = report.plan(deployment.conductors, deployment.nodes, now=now)[
+        'loads'
+    ]
     members = report.members(
         snapshot.members,
         '',
         '',
         rejected=snapshot.rejected,
         held=snapshot.held,
+        now=now,
     )['members']
     for member in members:
         # None for a member Ironic does not list as active.

@@ -51,6 +51,14 @@ and, when any conductor sets ``[affinity]max_nodes``:
     Nodes beyond the ``max_nodes`` of their conductors, summed: nodes
     every conductor they may use turned away. Alert on it above 0.
 
+and, while a conductor's change rolls out (``[affinity]rebalance_period``;
+the gauges above then count nodes where they are at the moment, not
+where they will end):
+
+``placement.rollout_pending`` (gauge)
+    Nodes that have yet to move to the conductor they will end on; sent
+    once more, at 0, when the rollout has ended.
+
 No Ironic import: the sink is Ironic's metric logger, bound by
 :mod:`ironic_affinity.integration.metrics`.
 """
@@ -58,6 +66,7 @@ No Ironic import: the sink is Ironic's metric logger, bound by
 from collections.abc import Callable
 import re
 import threading
+import time
 from typing import Any
 from typing import Protocol
 
@@ -66,6 +75,7 @@ from oslo_log import log
 from ironic_affinity import capacity
 from ironic_affinity import engine
 from ironic_affinity import outage
+from ironic_affinity import report
 from ironic_affinity.integration import live
 from ironic_affinity.integration import placement_state
 from ironic_affinity.membership import view
@@ -101,12 +111,14 @@ class PlacementReporter:
         read_deployment: Callable[[view.Snapshot], live.Deployment],
         interval: Callable[[], float],
         places: Callable[[], bool] = lambda: False,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         """:param current: the process's placement state now.
         :param read_deployment: every node and live conductor, as the
             live commands read them.
         :param places: whether to place every node and report placement
             too (in API processes).
+        :param wall_clock: seconds since the epoch, for rollouts.
         """
         self.sink = sink
         self._current = current
@@ -117,6 +129,9 @@ class PlacementReporter:
         self._errors_sent = 0
         self._placed: dict[str, str | None] | None = None
         self._loads: dict[str, int] = {}
+        self._wall_clock = wall_clock
+        # Whether the last report was during a rollout.
+        self._rolling = False
         self._outage = outage.Outage(LOG)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -176,6 +191,28 @@ class PlacementReporter:
             node.uuid or node.name: assignment.conductors[node.name]
             for node in deployment.nodes
         }
+        now = self._wall_clock()
+        rolling = report.paced(placer, now)
+        if rolling is not None:
+            # Where nodes are now, as the rings answer, and how many
+            # have yet to reach the conductor they will end on.
+            loads = dict.fromkeys(loads, 0)
+            waiting = 0
+            for node in deployment.nodes:
+                holder = rolling.conductor(node, now)
+                key = node.uuid or node.name
+                waiting += holder != placed[key]
+                placed[key] = holder
+                if holder is not None:
+                    loads[holder] += 1
+        if rolling is not None or self._rolling:
+            # Sent once more, as 0, when the rollout has ended: a gauge
+            # keeps its last value.
+            self.sink.send_gauge(
+                'placement.rollout_pending',
+                0 if rolling is None else waiting,
+            )
+        self._rolling = rolling is not None
         if assignment.limited:
             self.sink.send_gauge('placement.spilled', len(assignment.spilled))
             self.sink.send_gauge(

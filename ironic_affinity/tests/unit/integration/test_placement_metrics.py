@@ -12,6 +12,7 @@
 
 """The placement metrics reporter over a fake sink and deployment."""
 
+import dataclasses
 import types
 
 from ironic_affinity import profile
@@ -80,7 +81,9 @@ class ReporterTestCase(base.TestCase):
             ),
             lambda: 60.0,
             places=lambda: self.places,
+            wall_clock=lambda: self.now,
         )
+        self.now = 1_800_000_000.0
 
     def test_every_process_reports_its_view(self):
         self.view.read_errors = 3
@@ -165,3 +168,36 @@ class ReporterTestCase(base.TestCase):
         self.assertEqual(1, sent['placement.spilled'])
         self.assertEqual(2, sent['placement.nodes.c2'])
         self.assertEqual(1, sent['placement.nodes.c1'])
+
+    def test_a_rollout_is_reported_as_it_goes(self):
+        # c2 changes to prefer rack30 over 60 s: the 40 rack30 nodes move
+        # onto it a few at a time, and the gauges follow.
+        self.places = True
+        self.nodes = [_node('n%d' % i, 'dc1, rack30') for i in range(40)]
+        before = self.conductors[1]
+        self.conductors[1] = dataclasses.replace(
+            before,
+            soft_affinity_tags={'rack30': 1},
+            changes=(profile.ProfileChange(before, self.now, 60.0),),
+        )
+        self.reporter.report()
+        sent = {name: value for name, value, _kind in self.sink.take()}
+        at_start = sent['placement.nodes.c2']
+        self.assertEqual(40 - at_start, sent['placement.rollout_pending'])
+        self.assertGreater(sent['placement.rollout_pending'], 10)
+        self.now += 30
+        self.reporter.report()
+        sent = {name: value for name, value, _kind in self.sink.take()}
+        halfway = sent['placement.nodes.c2']
+        self.assertEqual(40 - halfway, sent['placement.rollout_pending'])
+        self.assertEqual(halfway - at_start, sent['placement.moved'])
+        self.assertTrue(at_start < halfway < 40, (at_start, halfway))
+        self.now += 30
+        self.reporter.report()
+        sent = {name: value for name, value, _kind in self.sink.take()}
+        self.assertEqual(40, sent['placement.nodes.c2'])
+        # Once more at 0, then no longer sent.
+        self.assertEqual(0, sent['placement.rollout_pending'])
+        self.reporter.report()
+        sent = {name for name, _value, _kind in self.sink.take()}
+        self.assertNotIn('placement.rollout_pending', sent)
