@@ -30,6 +30,7 @@ API and database alone. The readers do all three kinds.
 """
 
 import collections
+from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import Sequence
@@ -273,10 +274,17 @@ class Node:
 
 
 def create_nodes(
-    port: int, count: int, threads: int = 6, prefix: str = 'load'
+    port: int,
+    count: int,
+    threads: int = 6,
+    prefix: str = 'load',
+    tags: Callable[[int], str] = node_tags,
 ) -> list[Node]:
     """POST ``count`` tagged nodes from ``threads`` threads, in index
-    order."""
+    order.
+
+    :param tags: the tags of the index-th node.
+    """
     created: list[Node | None] = [None] * count
     failures: list[str] = []
 
@@ -287,20 +295,20 @@ def create_nodes(
                 if failures:
                     return
                 name = '%s-%05d' % (prefix, index)
-                tags = node_tags(index)
+                found = tags(index)
                 status, body = client.request(
                     'POST',
                     '/v1/nodes',
                     {
                         'name': name,
                         'driver': 'fake-hardware',
-                        'extra': {'affinity_tags': tags},
+                        'extra': {'affinity_tags': found},
                     },
                 )
                 if status != 201:
                     failures.append('%s: %d %r' % (name, status, body[:300]))
                     return
-                created[index] = Node(json.loads(body)['uuid'], name, tags)
+                created[index] = Node(json.loads(body)['uuid'], name, found)
         except Exception as exc:
             failures.append('%s: %r' % (threading.current_thread().name, exc))
         finally:

@@ -1,0 +1,199 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""[affinity]rebalance_period through Ironic: a tag change that moves
+300 nodes moves them in steps over the period, and a conductor killed
+meanwhile loses its nodes at once.
+
+Evidence is Ironic's: the nodes' ``conductor`` field in the REST API,
+sampled twice a second, and which conductor's power sync works each node
+and when (the conductors' logs).
+"""
+
+import datetime
+import json
+import re
+import time
+
+from ironic_affinity.tests.e2e import base
+from ironic_affinity.tests.e2e import load
+
+MOVING = 300
+BYSTANDERS = 20
+PERIOD = 60
+WINDOW = 10
+SAMPLE = 0.5
+# The even share of a window, and the margin allowed over it: a fair
+# draw of 300 moves over 6 windows has a standard deviation of 6.5 a
+# window; the API reads the group once a second, which shifts a second
+# of moves (5) from one window to the next.
+EVEN_SHARE = MOVING * WINDOW / PERIOD
+MARGIN = 25
+# [affinity]watch_interval (1 s) plus Ironic's hash_ring_reset_interval
+# here (2 s): how late a process may see what has changed.
+REFRESH = 3.0
+
+_SYNC = re.compile(
+    r'^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) .*Attempting to get shared '
+    r'lock on node (\S+) \(for power state sync\)',
+    re.MULTILINE,
+)
+
+
+class RebalanceTestCase(base.TestCase):
+    def placements(self):
+        """Every node's conductor, as the API shows it, in one request."""
+        status, body = self.dep._request('GET', '/v1/nodes/detail?limit=1000')
+        self.assertEqual(200, status, body)
+        return {n['uuid']: n['conductor'] for n in body['nodes']}
+
+    def on(self, nodes, conductor):
+        placed = self.placements()
+        return {placed.get(n) for n in nodes} == {conductor}
+
+    def syncs(self, index, since):
+        """node uuid -> the times (seconds since the epoch) conductor
+        ``index`` began a power sync of it, from ``since``."""
+        found = {}
+        text = self.dep.log('conductor%d' % index)
+        for stamp, node in _SYNC.findall(text):
+            # The logs' local time, as this process's.
+            at = datetime.datetime.strptime(
+                stamp, '%Y-%m-%d %H:%M:%S.%f'
+            ).timestamp()
+            if at >= since:
+                found.setdefault(node, []).append(at)
+        return found
+
+    def test_a_tag_change_moves_nodes_in_steps(self):
+        dep = self.deploy(
+            {
+                1: {},
+                2: {'soft_affinity_tags': 'rack10'},
+                3: {'soft_affinity_tags': 'rack30'},
+            }
+        )
+        first, second, third = self.name(1), self.name(2), self.name(3)
+        moving = {
+            n.uuid
+            for n in load.create_nodes(
+                dep.api_port, MOVING, prefix='move', tags=lambda i: 'rack10'
+            )
+        }
+        staying = {
+            n.uuid
+            for n in load.create_nodes(
+                dep.api_port,
+                BYSTANDERS,
+                prefix='stay',
+                tags=lambda i: 'rack30',
+            )
+        }
+        dep.wait(
+            lambda: self.on(moving, second) and self.on(staying, third),
+            120,
+            'every node on its first conductor',
+        )
+
+        # conductor1 comes to prefer rack10, paced over PERIOD seconds.
+        dep.reload(
+            1, soft_affinity_tags='rack10:5', rebalance_period=str(PERIOD)
+        )
+        changed_at = self.wait_change(first)
+
+        arrived = {}
+        killed_at = None
+        bystanders_left = {}
+        while time.time() < changed_at + PERIOD + REFRESH + 5:
+            now = time.time()
+            placed = self.placements()
+            for node in moving:
+                where = placed.get(node)
+                if where == first:
+                    arrived.setdefault(node, now)
+                elif node in arrived:
+                    self.fail('%s went back to %s' % (node, where))
+                else:
+                    self.assertEqual(second, where, node)
+            if killed_at is None and now >= changed_at + PERIOD / 2:
+                # Halfway: conductor3 crashes. Its nodes are not paced.
+                dep.crash(3)
+                killed_at = time.time()
+            if killed_at is not None:
+                for node in staying:
+                    if placed.get(node) != third:
+                        bystanders_left.setdefault(node, now)
+            time.sleep(SAMPLE)
+
+        # Every move happened, within the period and one refresh.
+        self.assertEqual(moving, set(arrived))
+        last = max(arrived.values())
+        self.assertLess(last, changed_at + PERIOD + REFRESH + SAMPLE)
+        curve = [0] * (PERIOD // WINDOW + 1)
+        for at in arrived.values():
+            curve[min(int((at - changed_at) // WINDOW), len(curve) - 1)] += 1
+        for count in curve:
+            self.assertLessEqual(count, EVEN_SHARE + MARGIN, curve)
+        # Not all at once either: some moved in each window of the period.
+        self.assertTrue(all(curve[: PERIOD // WINDOW]), curve)
+
+        # The killed conductor's nodes moved at once: together, as soon as
+        # the conductor was out of Ironic's list.
+        self.assertEqual(staying, set(bystanders_left))
+        spread = max(bystanders_left.values()) - min(bystanders_left.values())
+        self.assertLessEqual(spread, 2 * SAMPLE, bystanders_left)
+        detected = min(bystanders_left.values()) - killed_at
+
+        # Handover: once conductor1 has taken a node, conductor2's power
+        # syncs of it stop (a sync it began before it saw the move may
+        # still run: Ironic's lock keeps the two apart). Not before the
+        # change: a node just created goes to any conductor until its
+        # tags are read.
+        taken = self.syncs(1, changed_at)
+        given = self.syncs(2, changed_at)
+        overlaps = []
+        for node in moving:
+            if node in taken and node in given:
+                overlaps.append(max(given[node]) - min(taken[node]))
+        self.assertGreater(len(overlaps), MOVING // 2)
+        worst_overlap = max(overlaps)
+        self.assertLess(worst_overlap, REFRESH + 2.0)
+        placed = self.placements()
+        self.assert_power_sync({n: placed[n] for n in moving})
+
+        base.record(
+            test='rebalance',
+            nodes=MOVING,
+            period=PERIOD,
+            moves_per_10s=curve,
+            last_move_after=round(last - changed_at, 1),
+            killed_nodes_moved_after=round(detected, 1),
+            killed_nodes_spread=round(spread, 1),
+            worst_sync_overlap=round(worst_overlap, 1),
+        )
+
+    def wait_change(self, name):
+        """When the conductor's change was published (its own clock)."""
+        seen = {}
+
+        def published():
+            result = self.dep.cli('members', '-f', 'json')
+            if result.returncode != 0:
+                return False
+            for member in json.loads(result.stdout)['members']:
+                if member['name'] == name and member['changes']:
+                    seen['at'] = member['changes'][-1]['at']
+                    return member['changes'][-1]['kind'] == 'changed'
+            return False
+
+        self.dep.wait(published, 60, 'a change of %s published' % name)
+        return seen['at']
