@@ -408,6 +408,11 @@ expect "post-config: max_nodes is left at its default" \
 IRONIC_AFFINITY_MAX_NODES=600 phase stack post-config
 expect "post-config: max_nodes is written as given" \
     test "$(iniget "$IRONIC_CONF_FILE" affinity max_nodes)" = 600
+expect "post-config: rebalance_period is left at its default" \
+    test -z "$(iniget "$IRONIC_CONF_FILE" affinity rebalance_period)"
+IRONIC_AFFINITY_REBALANCE_PERIOD=300 phase stack post-config
+expect "post-config: rebalance_period is written as given" \
+    test "$(iniget "$IRONIC_CONF_FILE" affinity rebalance_period)" = 300
 ENABLED_SERVICES=key,ir-api,ir-cond phase stack post-config
 expect "post-config: etcd3 disabled warns with the whole text" \
     contains "$PHASE_OUT" "the etcd3 service is disabled; enable it unless the URL names an etcd of its own"

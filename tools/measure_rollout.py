@@ -1,0 +1,229 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Measure how far two processes disagree while a change rolls out.
+
+On a real coordination server (Redis, started on a free port and stopped
+again), two member processes stand in for conductors c1 and c2, with
+``[affinity]rebalance_period``, and two observer processes (A and B), each
+with its own member view at the default watch interval, place ``--nodes``
+nodes ten times a second on a shared grid of moments and write what they
+found. B starts in the middle of the rollout. The story:
+
+* all nodes carry rack10, which c2 prefers: they start on c2;
+* at t=0, c1's tags are reloaded to prefer rack10 more (SIGHUP): every
+  node moves to c1, paced over the period;
+* at t=period/3, c2's tags are reloaded to prefer rack20 instead: an
+  overlapping change of another conductor, which moves nothing by itself
+  but changes where nodes that have not yet followed c1 wait;
+* C starts at t=period/2.
+
+It prints the move curve seen by A (moves per 10 s), and for every moment
+two observers both placed, how many nodes they placed differently: the
+worst and the mean, for A and B, and for A and C. The same story with
+``rebalance_period = 0`` gives the disagreement without pacing, for
+comparison.
+
+    python tools/measure_rollout.py [--nodes 300] [--period 60]
+"""
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+from oslo_config import cfg
+
+from ironic_affinity import conf as affinity_conf
+from ironic_affinity import engine
+from ironic_affinity import profile
+from ironic_affinity import rollout
+from ironic_affinity.membership import service
+from ironic_affinity.tests.functional import member_process
+from ironic_affinity.tests.functional import servers
+
+TICK = 0.1
+
+
+def _conf(url: str, group: str) -> cfg.ConfigOpts:
+    conf = cfg.ConfigOpts()
+    affinity_conf.register_opts(conf)
+    conf([], default_config_files=[])
+    conf.set_override('backend_url', url, group='affinity')
+    conf.set_override('group_name', group, group='affinity')
+    return conf
+
+
+def observe(url: str, group: str, count: int, until: float, out: str) -> None:
+    """An observer process: place every node at each tick until ``until``,
+    one JSON line per tick: [tick, conductors in node order]."""
+    view = service.member_view(_conf(url, group))
+    view.start()
+    nodes = [
+        profile.NodeRequest.build('n%d' % i, 'rack10', uuid='node-%05d' % i)
+        for i in range(count)
+    ]
+    version = None
+    placer = None
+    with open(out, 'w') as handle:
+        tick = int(time.time() / TICK) + 1
+        while tick * TICK < until:
+            time.sleep(max(0.0, tick * TICK - time.time()))
+            snapshot = view.snapshot()
+            if snapshot.version != version:
+                version = snapshot.version
+                placer = rollout.PacedPlacer(
+                    engine.PlacementEngine(snapshot.members.values())
+                )
+            now = time.time()
+            assert placer is not None
+            found = [placer.conductor(n, now) or '-' for n in nodes]
+            handle.write(json.dumps([tick, found]) + '\n')
+            tick = max(tick + 1, int(time.time() / TICK) + 1)
+    view.stop()
+
+
+def _observer(url, group, count, until, out):  # type: ignore[no-untyped-def]
+    return subprocess.Popen(
+        [
+            sys.executable,
+            __file__,
+            '--observe',
+            url,
+            group,
+            str(count),
+            str(until),
+            out,
+        ]
+    )
+
+
+def _write(folder: str, name: str, url: str, group: str, **options) -> str:  # type: ignore[no-untyped-def]
+    path = os.path.join(folder, name + '.conf')
+    lines = ['[affinity]', 'backend_url = %s' % url, 'group_name = %s' % group]
+    lines += ['%s = %s' % item for item in sorted(options.items())]
+    with open(path, 'w') as handle:
+        handle.write('\n'.join(lines) + '\n')
+    return path
+
+
+def story(url: str, count: int, period: int, folder: str) -> dict:  # type: ignore[type-arg]
+    group = 'rollout-%s' % uuid.uuid4().hex[:8]
+    paced = {'rebalance_period': str(period)}
+    members = {}
+    for name, tags in (('c1', ''), ('c2', 'rack10')):
+        path = _write(
+            folder, name, url, group, soft_affinity_tags=tags, **paced
+        )
+        process, joined = member_process.spawn(
+            path, name, stderr=subprocess.DEVNULL
+        )
+        if not joined:
+            raise RuntimeError('%s did not join' % name)
+        members[name] = process
+    # Let the joins roll out before the story starts.
+    time.sleep(period + 3)
+    length = max(period, 10)
+    start = time.time() + 2
+    until = start + length + 5
+    out = {
+        name: os.path.join(folder, '%s-%d.jsonl' % (name, period))
+        for name in 'abc'
+    }
+    observers = [_observer(url, group, count, until, out['a'])]
+    # B half a watch interval later: processes read the group each at
+    # its own phase, and two in step would hide the lag between them.
+    time.sleep(0.5)
+    observers.append(_observer(url, group, count, until, out['b']))
+    time.sleep(max(0.0, start - time.time()))
+    _write(folder, 'c1', url, group, soft_affinity_tags='rack10:5', **paced)
+    members['c1'].send_signal(signal.SIGHUP)
+    changed = time.time()
+    time.sleep(max(0.0, changed + length / 3 - time.time()))
+    _write(folder, 'c2', url, group, soft_affinity_tags='rack20', **paced)
+    members['c2'].send_signal(signal.SIGHUP)
+    time.sleep(max(0.0, changed + length / 2 - time.time()))
+    observers.append(_observer(url, group, count, until, out['c']))
+    for observer in observers:
+        observer.wait()
+    for process in members.values():
+        process.send_signal(signal.SIGTERM)
+        process.wait(30)
+        process.stdout.close()  # type: ignore[union-attr]
+    a, b, c = (_read(out[name]) for name in 'abc')
+    return {
+        'moves_per_10s': _curve(a, changed, period),
+        'a_and_b': _compare(a, b),
+        'a_and_c': _compare(a, c),
+    }
+
+
+def _read(path: str) -> dict[int, list[str]]:
+    with open(path) as handle:
+        return {tick: found for tick, found in map(json.loads, handle)}
+
+
+def _curve(a: dict[int, list[str]], changed: float, period: int) -> list[int]:
+    """Moves seen by one observer, per 10 s from the change."""
+    ticks = sorted(a)
+    windows = [0] * (max(period, 10) // 10 + 1)
+    for before, after in zip(ticks, ticks[1:], strict=False):
+        moved = sum(x != y for x, y in zip(a[before], a[after], strict=True))
+        index = int((after * TICK - changed) // 10)
+        windows[min(max(index, 0), len(windows) - 1)] += moved
+    return windows
+
+
+def _compare(a: dict[int, list[str]], b: dict[int, list[str]]) -> dict:  # type: ignore[type-arg]
+    """Nodes two observers placed differently at the same moments."""
+    both = sorted(a.keys() & b.keys())
+    differing = [
+        sum(x != y for x, y in zip(a[t], b[t], strict=True)) for t in both
+    ]
+    return {
+        'compared_moments': len(both),
+        'worst_disagreement': max(differing) if differing else None,
+        'mean_disagreement': (
+            round(sum(differing) / len(differing), 2) if differing else None
+        ),
+        'moments_disagreeing': sum(1 for d in differing if d),
+    }
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == '--observe':
+        url, group, count, until, out = sys.argv[2:7]
+        observe(url, group, int(count), float(until), out)
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--nodes', type=int, default=300)
+    parser.add_argument('--period', type=int, default=60)
+    args = parser.parse_args()
+    folder = tempfile.mkdtemp()
+    print(
+        '%d nodes, two observers at the default watch interval, '
+        'Redis; moments every %.1f s' % (args.nodes, TICK)
+    )
+    with servers.RedisServer() as server:
+        for period in (args.period, 0):
+            found = story(server.url, args.nodes, period, folder)
+            print('rebalance_period = %d: %s' % (period, json.dumps(found)))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
