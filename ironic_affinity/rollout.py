@@ -62,8 +62,6 @@ from ironic_affinity import rendezvous
 # remaining moves happen at once) rather than a profile growing without
 # bound.
 MAX_CHANGES = 8
-# Engines kept for the combinations of profiles nodes see, per snapshot.
-MAX_ENGINES = 256
 # How far after a node's moment its placement is computed when listing
 # its moves: past the moment, whatever the rounding of the clock.
 _AFTER = 1e-3
@@ -182,6 +180,14 @@ class PacedPlacer:
 
     Answers for a node and a moment; the same in every process that holds
     the same profiles and reads the same time.
+
+    A node's placement is the engine's rule over the conductors as the
+    node sees them. The conductors that are not changing are one engine,
+    whose verdicts are shared by every node with the same constraints;
+    each changing conductor adds, at each of its stages, a one-conductor
+    engine. A lookup then costs one verdict per changing conductor, not
+    an engine per combination of stages: a deployment that reloads every
+    conductor's tags at once has a combination per node.
     """
 
     def __init__(self, current: engine.PlacementEngine) -> None:
@@ -190,7 +196,24 @@ class PacedPlacer:
         self.current = current
         self._rolling = tuple(c for c in current.conductors if c.changes)
         self.ends_at = ends_at(self._rolling) or -math.inf
-        self._engines: dict[Stages, engine.PlacementEngine] = {}
+        self._steady = engine.PlacementEngine(
+            c for c in current.conductors if not c.changes
+        )
+        # By (name, stage): the conductor as seen at that stage, alone;
+        # None before it joined.
+        self._seen: dict[tuple[str, int], engine.PlacementEngine | None] = {
+            (c.name, index): (
+                None
+                if profile_at(c, index) is None
+                else engine.PlacementEngine([profile_at(c, index)])  # type: ignore[list-item]
+            )
+            for c in self._rolling
+            for index in range(len(c.changes) + 1)
+        }
+        self._hash_of = {
+            c.name: rendezvous.hash64(c.name.encode('utf-8'))
+            for c in current.conductors
+        }
         self._eligible: dict[object, frozenset[str]] = {}
 
     @property
@@ -211,26 +234,33 @@ class PacedPlacer:
                 seen.append((conductor.name, found))
         return tuple(seen)
 
-    def engine_for(self, stages: Stages) -> engine.PlacementEngine:
-        """The engine over the conductors as a node at ``stages`` sees
-        them."""
-        found = self._engines.get(stages)
-        if found is not None:
-            return found
-        seen = dict(stages)
-        profiles = []
-        for conductor in self.current.conductors:
-            if conductor.name in seen:
-                older = profile_at(conductor, seen[conductor.name])
-                if older is not None:
-                    profiles.append(older)
-            else:
-                profiles.append(conductor)
-        built = engine.PlacementEngine(profiles)
-        if len(self._engines) >= MAX_ENGINES:
-            self._engines.clear()
-        self._engines[stages] = built
-        return built
+    def paced(self, node: profile.NodeRequest, now: float) -> str | None:
+        """The engine's rule over the conductors as the node sees them."""
+        evaluation = self._steady.evaluate(node)
+        top = evaluation.top_score
+        tied = list(evaluation.tied)
+        for conductor in self._rolling:
+            seen = self._seen[
+                (conductor.name, stage(conductor, node.hash_key, now))
+            ]
+            if seen is None:
+                continue
+            (verdict,) = seen.evaluate(node).verdicts
+            if verdict.excluded is not None:
+                continue
+            if top is None or verdict.score > top:
+                top, tied = verdict.score, [verdict.conductor]
+            elif verdict.score == top:
+                tied.append(verdict.conductor)
+        if len(tied) < 2:
+            return tied[0] if tied else None
+        # The engine's tie-break: the highest rendezvous weight, equal
+        # weights to the first name.
+        key = rendezvous.hash64(node.hash_key)
+        return max(
+            sorted(tied),
+            key=lambda name: rendezvous.weight(key, self._hash_of[name]),
+        )
 
     def eligible_now(self, node: profile.NodeRequest) -> frozenset[str]:
         """The conductors that may take the node by the profiles of now."""
@@ -254,14 +284,11 @@ class PacedPlacer:
         """The node's conductor at ``now``, and whether it is there by a
         forced move: the conductor it would wait on can no longer take
         it."""
-        stages = self.stages(node.hash_key, now)
-        if stages:
-            paced = self.engine_for(stages).place(node).conductor
-            if paced is not None and paced in self.eligible_now(node):
-                return paced, False
-            final = self.current.place(node).conductor
-            return final, final != paced
-        return self.current.place(node).conductor, False
+        waiting = self.paced(node, now)
+        if waiting is not None and waiting in self.eligible_now(node):
+            return waiting, False
+        final = self.current.place(node).conductor
+        return final, final != waiting
 
     def fallback_order(
         self, node: profile.NodeRequest, now: float

@@ -34,6 +34,10 @@ worst and the mean, for A and B, and for A and C. The same story with
 comparison.
 
     python tools/measure_rollout.py [--nodes 300] [--period 60]
+
+With ``--cost`` it prints instead what a lookup costs during a rollout
+(``PacedPlacer.conductor``, as a ring calls it) against one without
+(``PlacementEngine.place``), with 1 and 4 of 100 conductors changing.
 """
 
 import argparse
@@ -204,6 +208,57 @@ def _compare(a: dict[int, list[str]], b: dict[int, list[str]]) -> dict:  # type:
     }
 
 
+def cost(count: int) -> None:
+    """Microseconds per lookup, over ``count`` distinct nodes."""
+    racks = ['rack%d' % i for i in range(50)]
+    conductors = [
+        profile.ConductorProfile.build(
+            'c%03d' % i,
+            soft_affinity_tags='%s, %s' % (racks[i % 50], racks[(i * 7) % 50]),
+        )
+        for i in range(100)
+    ]
+    nodes = [
+        profile.NodeRequest.build(
+            'n%d' % i, racks[i % 50], uuid='node-%06d' % i
+        )
+        for i in range(count)
+    ]
+    start = time.time()
+    plain = engine.PlacementEngine(conductors)
+    for node in nodes:
+        plain.place(node)
+    for changing in (0, 1, 4):
+        published = list(conductors)
+        for i in range(changing):
+            before = published[i]
+            published[i] = profile.ConductorProfile.build(
+                before.name, soft_affinity_tags=racks[(i * 13) % 50]
+            )
+            published[i] = rollout.compose(before, published[i], start, 600)
+        placer = engine.PlacementEngine(published)
+        paced = rollout.PacedPlacer(placer)
+        for node in nodes:
+            paced.conductor(node, start + 300)
+        began = time.perf_counter()
+        for node in nodes:
+            if changing:
+                paced.conductor(node, start + 300)
+            else:
+                placer.place(node)
+        spent = time.perf_counter() - began
+        print(
+            '%d of 100 conductors changing: %.1f us a lookup (%s)'
+            % (
+                changing,
+                spent / count * 1e6,
+                'PacedPlacer.conductor'
+                if changing
+                else 'PlacementEngine.place',
+            )
+        )
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == '--observe':
         url, group, count, until, out = sys.argv[2:7]
@@ -212,7 +267,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--nodes', type=int, default=300)
     parser.add_argument('--period', type=int, default=60)
+    parser.add_argument('--cost', action='store_true')
     args = parser.parse_args()
+    if args.cost:
+        cost(max(args.nodes, 10000))
+        return 0
     folder = tempfile.mkdtemp()
     print(
         '%d nodes, two observers at the default watch interval, '

@@ -436,6 +436,45 @@ class OverlappingTestCase(base.TestCase):
             self.assertEqual(paced.conductor(node, T0 + 200), where)
 
 
+class EveryConductorTestCase(base.TestCase):
+    def test_every_conductor_changing_at_once(self):
+        # Configuration management reloads all 30 at the same second:
+        # each node sees its own mix of old and new profiles, and is
+        # placed as a plain engine over that mix places it.
+        old = [
+            conductor('c%02d' % i, soft_affinity_tags='rack%d' % (i % 7))
+            for i in range(30)
+        ]
+        new = [
+            conductor('c%02d' % i, soft_affinity_tags='rack%d' % (i % 5))
+            for i in range(30)
+        ]
+        published = [
+            rollout.compose(before, after, T0 + i * 0.001, PERIOD)
+            for i, (before, after) in enumerate(zip(old, new, strict=True))
+        ]
+        paced = rollout.PacedPlacer(engine.PlacementEngine(published))
+        requests = [
+            profile.NodeRequest.build(
+                'n%d' % i, 'rack%d' % (i % 7), uuid='u-%d' % i
+            )
+            for i in range(150)
+        ]
+        mixes = set()
+        for moment in (T0, T0 + 20, T0 + 40, T0 + PERIOD):
+            for node in requests:
+                stages = [
+                    rollout.stage(c, node.hash_key, moment) for c in published
+                ]
+                mixes.add(tuple(stages))
+                seen = [new[i] if stages[i] else old[i] for i in range(30)]
+                self.assertEqual(
+                    plain(seen, [node])[node.name],
+                    paced.conductor(node, moment),
+                )
+        self.assertGreater(len(mixes), 100)
+
+
 OFFSETS = st.floats(-50, 50, allow_nan=False)
 PERIODS = st.floats(1, 120, allow_nan=False)
 
