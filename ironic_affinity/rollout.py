@@ -50,6 +50,7 @@ a moment) and from how late each reads the group, as without pacing.
 """
 
 from collections.abc import Iterable
+from collections.abc import Sequence
 import dataclasses
 import math
 
@@ -81,18 +82,28 @@ class Move:
     target: str | None
 
 
+def change_hash(conductor: str, change: profile.ProfileChange) -> int:
+    """A 64-bit hash of one change of one conductor."""
+    # repr() of a float is its shortest exact form: equal in every
+    # process that decoded the same published number.
+    return rendezvous.hash64(
+        b'%s\0%s'
+        % (conductor.encode('utf-8'), repr(float(change.at)).encode())
+    )
+
+
 def share(
     node_key: bytes, conductor: str, change: profile.ProfileChange
 ) -> float:
     """When in the change's period the node follows it: from 0 to 1."""
-    # repr() of a float is its shortest exact form: equal in every
-    # process that decoded the same published number.
-    text = b'%s\0%s\0%s' % (
-        node_key,
-        conductor.encode('utf-8'),
-        repr(float(change.at)).encode('ascii'),
-    )
-    return rendezvous.hash64(text) / 2.0**64
+    return _share(rendezvous.hash64(node_key), change_hash(conductor, change))
+
+
+def _share(node_hash: int, change: int) -> float:
+    # The rendezvous weight of the node on the change: uniform over the
+    # nodes for one change, unrelated from one change to the next, and a
+    # few integer operations once both hashes are known.
+    return rendezvous.weight(node_hash, change) / 2.0**64
 
 
 def elapsed(change: profile.ProfileChange, now: float) -> float:
@@ -108,12 +119,33 @@ def stage(
     """Which profile of the conductor the node sees ``now``: 0 is the
     profile before its oldest change, k the one after its k-th change,
     ``len(conductor.changes)`` the profile of now."""
-    changes = conductor.changes
+    return _stage(
+        rendezvous.hash64(node_key),
+        _hashed(conductor.name, conductor.changes),
+        now,
+    )
+
+
+def _stage(
+    node_hash: int, changes: Sequence[tuple[int, float, float]], now: float
+) -> int:
+    """:func:`stage` from the node's hash and, per change, its hash, time
+    and ``2**64 / period``: the node follows a change once its weight on
+    the change is below the elapsed fraction of the period, scaled to 64
+    bits (past the end, every weight is)."""
     for index in range(len(changes) - 1, -1, -1):
-        change = changes[index]
-        if share(node_key, conductor.name, change) < elapsed(change, now):
+        hashed, at, scale = changes[index]
+        if rendezvous.weight(node_hash, hashed) < (now - at) * scale:
             return index + 1
     return 0
+
+
+def _hashed(
+    conductor: str, changes: Iterable[profile.ProfileChange]
+) -> list[tuple[int, float, float]]:
+    return [
+        (change_hash(conductor, c), c.at, 2.0**64 / c.period) for c in changes
+    ]
 
 
 def profile_at(
@@ -175,6 +207,12 @@ def ends_at(conductors: Iterable[profile.ConductorProfile]) -> float | None:
     return max(ends) if ends else None
 
 
+def _score(evaluation: engine.Evaluation) -> int | None:
+    """A one-conductor evaluation's score, None when excluded."""
+    (verdict,) = evaluation.verdicts
+    return verdict.score if verdict.excluded is None else None
+
+
 class PacedPlacer:
     """Placement while changes roll out, over one snapshot's engine.
 
@@ -199,22 +237,48 @@ class PacedPlacer:
         self._steady = engine.PlacementEngine(
             c for c in current.conductors if not c.changes
         )
-        # By (name, stage): the conductor as seen at that stage, alone;
-        # None before it joined.
-        self._seen: dict[tuple[str, int], engine.PlacementEngine | None] = {
-            (c.name, index): (
+        # Per changing conductor, per stage: the conductor as seen at
+        # that stage, alone; None before it joined.
+        self._seen = tuple(
+            tuple(
                 None
                 if profile_at(c, index) is None
                 else engine.PlacementEngine([profile_at(c, index)])  # type: ignore[list-item]
+                for index in range(len(c.changes) + 1)
             )
             for c in self._rolling
-            for index in range(len(c.changes) + 1)
-        }
+        )
         self._hash_of = {
             c.name: rendezvous.hash64(c.name.encode('utf-8'))
             for c in current.conductors
         }
+        # Each changing conductor's changes with their hashes, computed
+        # once: a lookup then hashes only the node.
+        self._changes = tuple(
+            _hashed(c.name, c.changes) for c in self._rolling
+        )
+        # By node constraints: per changing conductor, per stage, its
+        # score for such a node, or None where it cannot take it. A
+        # lookup then reads verdicts instead of computing them.
+        self._scores: dict[object, tuple[tuple[int | None, ...], ...]] = {}
         self._eligible: dict[object, frozenset[str]] = {}
+
+    def _scores_for(
+        self, node: profile.NodeRequest
+    ) -> tuple[tuple[int | None, ...], ...]:
+        found = self._scores.get(node.constraints)
+        if found is None:
+            found = tuple(
+                tuple(
+                    None if seen is None else _score(seen.evaluate(node))
+                    for seen in stages
+                )
+                for stages in self._seen
+            )
+            if len(self._scores) >= engine.MAX_CACHED_EVALUATIONS:
+                self._scores.clear()
+            self._scores[node.constraints] = found
+        return found
 
     @property
     def rolling(self) -> tuple[profile.ConductorProfile, ...]:
@@ -227,10 +291,13 @@ class PacedPlacer:
 
     def stages(self, node_key: bytes, now: float) -> Stages:
         """The changing conductors this node does not see as they are."""
+        node_hash = rendezvous.hash64(node_key)
         seen = []
-        for conductor in self._rolling:
-            found = stage(conductor, node_key, now)
-            if found < len(conductor.changes):
+        for conductor, changes in zip(
+            self._rolling, self._changes, strict=True
+        ):
+            found = _stage(node_hash, changes, now)
+            if found < len(changes):
                 seen.append((conductor.name, found))
         return tuple(seen)
 
@@ -239,27 +306,33 @@ class PacedPlacer:
         evaluation = self._steady.evaluate(node)
         top = evaluation.top_score
         tied = list(evaluation.tied)
-        for conductor in self._rolling:
-            seen = self._seen[
-                (conductor.name, stage(conductor, node.hash_key, now))
-            ]
-            if seen is None:
+        key = rendezvous.hash64(node.hash_key)
+        weight = rendezvous.weight
+        scores = self._scores_for(node)
+        # The hot loop of a lookup during a rollout: one pass per
+        # changing conductor, reading precomputed hashes and scores
+        # (_stage() written out).
+        for index, changes in enumerate(self._changes):
+            found = 0
+            for position in range(len(changes) - 1, -1, -1):
+                hashed, at, scale = changes[position]
+                if weight(key, hashed) < (now - at) * scale:
+                    found = position + 1
+                    break
+            score = scores[index][found]
+            if score is None:
                 continue
-            (verdict,) = seen.evaluate(node).verdicts
-            if verdict.excluded is not None:
-                continue
-            if top is None or verdict.score > top:
-                top, tied = verdict.score, [verdict.conductor]
-            elif verdict.score == top:
-                tied.append(verdict.conductor)
+            if top is None or score > top:
+                top, tied = score, [self._rolling[index].name]
+            elif score == top:
+                tied.append(self._rolling[index].name)
         if len(tied) < 2:
             return tied[0] if tied else None
         # The engine's tie-break: the highest rendezvous weight, equal
         # weights to the first name.
-        key = rendezvous.hash64(node.hash_key)
         return max(
             sorted(tied),
-            key=lambda name: rendezvous.weight(key, self._hash_of[name]),
+            key=lambda name: weight(key, self._hash_of[name]),
         )
 
     def eligible_now(self, node: profile.NodeRequest) -> frozenset[str]:
