@@ -107,6 +107,8 @@ class CapacityStates:
         self._lock = threading.Lock()
         self._latest: dict[bool, Computed] = {}
         self._over: dict[str, int] = {}
+        # Conductors whose rollout was last said to be unpaced.
+        self._unpaced: frozenset[str] = frozenset()
 
     def current(
         self, placer: engine.PlacementEngine, use_groups: bool
@@ -199,9 +201,33 @@ class CapacityStates:
         )
         if use_groups:
             self._report(assignment)
+            self._report_unpaced(placer)
         return Computed(
             placer, version, self._clock(), seconds, dict(nodes), assignment
         )
+
+    def _report_unpaced(self, placer: engine.PlacementEngine) -> None:
+        """Say, once per set of them, that changes rolling out are not
+        paced while capacity places the nodes."""
+        changing = frozenset(c.name for c in placer.conductors if c.changes)
+        if changing == self._unpaced:
+            return
+        self._unpaced = changing
+        if changing:
+            self._log.warning(
+                'Conductor(s) %(changing)s publish a change rolling out '
+                'over [affinity]rebalance_period, but conductor(s) '
+                '%(limited)s set [affinity]max_nodes: nodes are placed '
+                'under capacity, and the moves are not paced',
+                {
+                    'changing': ', '.join(sorted(changing)),
+                    'limited': ', '.join(
+                        sorted(
+                            c.name for c in placer.conductors if c.max_nodes
+                        )
+                    ),
+                },
+            )
 
     def _report(self, assignment: capacity.Assignment) -> None:
         """Log a change of who is over capacity, once per change."""

@@ -12,6 +12,7 @@
 
 """A process's placement under capacity, over a tag cache (no Ironic)."""
 
+import dataclasses
 from unittest import mock
 import uuid as uuidlib
 
@@ -150,6 +151,26 @@ class CapacityStatesTestCase(base.TestCase):
         self.clock.now += 5
         self.tags.version += 1
         self.states.current(self.placer, True)
+        self.assertEqual(1, self.log.warning.call_count)
+
+    def test_a_rollout_under_capacity_is_said_to_be_unpaced(self):
+        before = Conductor('c4', hardware_types=['ipmi'])
+        changing = dataclasses.replace(
+            Conductor(
+                'c4', soft_affinity_tags='rack10', hardware_types=['ipmi']
+            ),
+            changes=(profile.ProfileChange(before, 1.8e9, 60.0),),
+        )
+        self.states.current(self.engine(10, [changing]), True)
+        (call,) = self.log.warning.call_args_list
+        self.assertIn('are not paced', call[0][0])
+        self.assertEqual(
+            {'changing': 'c4', 'limited': 'c1, c2, c3'}, call[0][1]
+        )
+        # Once per set of changing conductors, not per computation.
+        self.tags.version += 1
+        self.clock.now += 10
+        self.states.current(self.engine(10, [changing]), True)
         self.assertEqual(1, self.log.warning.call_count)
 
     def test_a_tag_change_is_never_answered_from_old_facts(self):
