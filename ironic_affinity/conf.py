@@ -164,10 +164,10 @@ REBALANCE_OPTS = [
             'all at once. Moves that must happen are never delayed: a node '
             'whose conductor left the group, or no longer accepts it by '
             'its hard tags, conductor group or hardware types, moves at '
-            'once. Conductors with max_nodes set are placed by capacity, '
-            'without pacing. Published with the tags while a change rolls '
-            'out: every process and conductor must run a release that '
-            'knows this option before it is set.'
+            'once. While any conductor sets max_nodes, nodes are placed by '
+            'capacity and nothing is paced. Published with the tags while a '
+            'change rolls out: every process and conductor must run a '
+            'release that knows this option before it is set.'
         ),
     ),
 ]
