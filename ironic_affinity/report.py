@@ -42,12 +42,10 @@ def loads(
     return counts
 
 
-def moment(at: float, now: float | None = None) -> str:
-    """A time people read: UTC, to the second, and how far from now."""
-    text = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(at))
-    if now is None:
-        return text
-    return '%s (in %d s)' % (text, max(0, round(at - now)))
+def moment(at: float) -> str:
+    """A time (seconds since the epoch) as people read it: UTC, to the
+    second."""
+    return time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(at))
 
 
 def paced(

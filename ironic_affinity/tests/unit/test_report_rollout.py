@@ -51,9 +51,7 @@ class RolloutReportTestCase(base.TestCase):
 
     def test_moment(self):
         self.assertEqual('2027-01-15T08:00:00Z', report.moment(T0))
-        self.assertEqual(
-            '2027-01-15T08:00:30Z (in 20 s)', report.moment(T0 + 30, T0 + 10)
-        )
+        self.assertEqual('2027-01-15T08:00:30Z', report.moment(T0 + 30.4))
 
     def test_plan_shows_where_nodes_are_and_their_moves(self):
         now = T0 + 20
