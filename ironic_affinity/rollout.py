@@ -307,19 +307,11 @@ class PacedPlacer:
         top = evaluation.top_score
         tied = list(evaluation.tied)
         key = rendezvous.hash64(node.hash_key)
-        weight = rendezvous.weight
         scores = self._scores_for(node)
-        # The hot loop of a lookup during a rollout: one pass per
-        # changing conductor, reading precomputed hashes and scores
-        # (_stage() written out).
+        # One pass per changing conductor, reading precomputed hashes
+        # and scores.
         for index, changes in enumerate(self._changes):
-            found = 0
-            for position in range(len(changes) - 1, -1, -1):
-                hashed, at, scale = changes[position]
-                if weight(key, hashed) < (now - at) * scale:
-                    found = position + 1
-                    break
-            score = scores[index][found]
+            score = scores[index][_stage(key, changes, now)]
             if score is None:
                 continue
             if top is None or score > top:
@@ -332,7 +324,7 @@ class PacedPlacer:
         # weights to the first name.
         return max(
             sorted(tied),
-            key=lambda name: weight(key, self._hash_of[name]),
+            key=lambda name: rendezvous.weight(key, self._hash_of[name]),
         )
 
     def eligible_now(self, node: profile.NodeRequest) -> frozenset[str]:
@@ -377,18 +369,18 @@ class PacedPlacer:
 
     def pending(self, node: profile.NodeRequest, now: float) -> list[Move]:
         """The node's moves still to come, in order."""
-        moments = sorted(
-            change.at
-            + share(node.hash_key, conductor.name, change) * change.period
-            for conductor in self._rolling
-            for change in conductor.changes
-            if now < change.ends_at()
-            and share(node.hash_key, conductor.name, change)
-            >= elapsed(change, now)
-        )
+        key = rendezvous.hash64(node.hash_key)
+        moments = []
+        for changes in self._changes:
+            for hashed, at, scale in changes:
+                # The moment the node's weight falls below the scaled
+                # elapsed fraction (_stage's test), if still to come.
+                moment = at + rendezvous.weight(key, hashed) / scale
+                if moment > now:
+                    moments.append(moment)
         moves = []
         where = self.conductor(node, now)
-        for moment in moments:
+        for moment in sorted(moments):
             there = self.conductor(node, moment + _AFTER)
             if there != where:
                 moves.append(Move(moment, where, there))
