@@ -27,6 +27,7 @@ from ironic_affinity import capacity
 from ironic_affinity import engine
 from ironic_affinity import profile
 from ironic_affinity import rollout
+from ironic_affinity import rollout_capacity
 from ironic_affinity import tags
 
 
@@ -51,12 +52,8 @@ def moment(at: float) -> str:
 def paced(
     placer: engine.PlacementEngine, now: float | None
 ) -> rollout.PacedPlacer | None:
-    """The rollout under way at ``now`` over these conductors, if any.
-
-    None under capacity, where nodes are placed by capacity alone, as the
-    ring does.
-    """
-    if now is None or capacity.is_limited(placer.conductors):
+    """The rollout under way at ``now`` over these conductors, if any."""
+    if now is None:
         return None
     if not any(c.changes for c in placer.conductors):
         return None
@@ -87,7 +84,10 @@ def _pace(
                 row['pending'] = pending
                 waiting += 1
         if holder != row['conductor']:
-            row.update(conductor=holder, score=_score(placer, node, holder))
+            row.update(
+                conductor=holder,
+                score=_score(placer.current, node, holder),
+            )
         if holder is not None:
             counts[holder] += 1
     return {
@@ -100,10 +100,12 @@ def _pace(
 
 
 def _score(
-    placer: rollout.PacedPlacer, node: profile.NodeRequest, holder: str | None
+    placer: engine.PlacementEngine,
+    node: profile.NodeRequest,
+    holder: str | None,
 ) -> int | None:
     """The score of the conductor a node waits on, by its tags of now."""
-    for verdict in placer.current.evaluate(node).verdicts:
+    for verdict in placer.evaluate(node).verdicts:
         if verdict.conductor == holder:
             return verdict.score
     return None
@@ -127,8 +129,8 @@ def _place(
         }
         for p in placements
     ]
+    rolling = paced(placer, now)
     if not capacity.is_limited(placer.conductors):
-        rolling = paced(placer, now)
         if rolling is not None:
             assert now is not None
             return {'placements': rows, **_pace(rolling, nodes, rows, now)}
@@ -136,27 +138,61 @@ def _place(
             'placements': rows,
             'loads': loads(placer.conductors, placements),
         }
-    assignment = capacity.assign(placer, nodes)
+    timeline = None
+    if rolling is not None:
+        timeline = rollout_capacity.build(rolling, nodes)
+        assignment = timeline.final
+    else:
+        assignment = capacity.assign(placer, nodes)
     for row, node in zip(rows, nodes, strict=True):
         spilled = assignment.spilled.get(node.name)
         if spilled is not None:
             placed = assignment.conductors[node.name]
-            verdict = next(
-                v
-                for v in placer.evaluate(node).verdicts
-                if v.conductor == placed
-            )
             row.update(
-                conductor=placed, score=verdict.score, spilled_from=spilled
+                conductor=placed,
+                score=_score(placer, node, placed),
+                spilled_from=spilled,
             )
         elif node.name in assignment.overflow:
             row['over_capacity'] = True
-    return {
+    result: dict[str, Any] = {
         'placements': rows,
         'loads': dict(assignment.loads),
         'capacities': dict(assignment.capacities),
         'over_capacity': assignment.over_capacity(),
         'spilled': len(assignment.spilled),
+    }
+    if timeline is not None:
+        assert rolling is not None and now is not None
+        result.update(_pace_under_capacity(timeline, placer, nodes, rows, now))
+        result['rollout']['ends_at'] = round(rolling.ends_at, 3)
+    return result
+
+
+def _pace_under_capacity(
+    timeline: rollout_capacity.Timeline,
+    placer: engine.PlacementEngine,
+    nodes: Sequence[profile.NodeRequest],
+    rows: list[dict[str, Any]],
+    now: float,
+) -> dict[str, Any]:
+    """Rows under capacity as they stand at ``now``: a node still to move
+    is shown where it is, with its move."""
+    for row, node in zip(rows, nodes, strict=True):
+        pending = timeline.pending(node.name, now)
+        if pending:
+            holder = timeline.conductor(node.name, now)
+            row.pop('spilled_from', None)
+            row.update(
+                conductor=holder,
+                score=_score(placer, node, holder),
+                pending=_moves(pending),
+            )
+    return {
+        'loads': timeline.loads(now),
+        'rollout': {
+            'nodes_to_move': sum(1 for row in rows if row.get('pending'))
+        },
     }
 
 
@@ -327,6 +363,7 @@ def explain(
     nodes: Sequence[profile.NodeRequest] = (),
     assignment: capacity.Assignment | None = None,
     now: float | None = None,
+    timeline: rollout_capacity.Timeline | None = None,
 ) -> dict[str, Any]:
     """Every conductor's verdict for one node, and the fallback order.
 
@@ -339,38 +376,59 @@ def explain(
     :param now: seconds since the epoch: while a conductor's change
         rolls out, the node is where it is at ``now``, and the result
         has its ``pending`` moves and when the rollout ends.
+    :param timeline: the rollout under capacity already computed, with
+        ``assignment`` its final placement.
     """
     live = engine.PlacementEngine(c for c in conductors if c.name not in down)
     placement = live.place(node)
     chosen = placement.conductor
     extra: dict[str, Any] = {}
     rolling = paced(live, now)
+    limited = capacity.is_limited(live.conductors)
     if rolling is not None:
         assert now is not None
-        chosen = rolling.conductor(node, now)
-        extra['pending'] = _moves(rolling.pending(node, now))
         extra['rollout_ends_at'] = round(rolling.ends_at, 3)
-    if not capacity.is_limited(live.conductors):
-        assignment = None
+        if not limited:
+            chosen = rolling.conductor(node, now)
+            extra['pending'] = _moves(rolling.pending(node, now))
+    loads_now: Mapping[str, int] = {}
+    if not limited:
+        assignment = timeline = None
     elif assignment is None:
         others = [n for n in nodes if n.name != node.name]
-        assignment = capacity.assign(live, others + [node])
+        if rolling is not None:
+            timeline = rollout_capacity.build(rolling, others + [node])
+            assignment = timeline.final
+        else:
+            assignment = capacity.assign(live, others + [node])
     if assignment is not None:
+        loads_now = assignment.loads
         if node.name in assignment.conductors:
             chosen = assignment.conductors[node.name]
         else:
             chosen = capacity.place_newcomer(assignment, live, node)
-        if node.name in assignment.spilled:
+        if timeline is not None and rolling is not None:
+            assert now is not None
+            loads_now = timeline.loads(now)
+            pending = timeline.pending(node.name, now)
+            extra['pending'] = _moves(pending)
+            if pending:
+                chosen = pending[0].source
+        if node.name in assignment.spilled and not extra.get('pending'):
             extra['spilled_from'] = assignment.spilled[node.name]
         extra['over_capacity'] = node.name in assignment.overflow
     fallback = (
-        live.fallback_order(node)
-        if rolling is None
-        else rolling.fallback_order(node, now or 0.0)
+        rolling.fallback_order(node, now or 0.0)
+        if rolling is not None and assignment is None
+        else live.fallback_order(node)
     )
     # Conductors the node would rather have had, which were full.
     passed_over: tuple[str, ...] = ()
-    if assignment is not None and chosen in fallback:
+    if (
+        assignment is not None
+        and chosen in fallback
+        and not extra.get('pending')
+    ):
         passed_over = fallback[: fallback.index(chosen)]
     verdicts = {v.conductor: v for v in live.evaluate(node).verdicts}
     rows = []
@@ -402,7 +460,7 @@ def explain(
             )
         if assignment is not None and verdict is not None:
             row.update(
-                load=assignment.loads.get(conductor, 0),
+                load=loads_now.get(conductor, 0),
                 max_nodes=assignment.capacities.get(conductor, 0),
             )
         rows.append(row)

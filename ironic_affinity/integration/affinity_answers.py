@@ -75,12 +75,13 @@ def node_affinity(
         conductor_group=group,
     )
     placer = state.engines[True]
-    computed = services.capacity.current(placer, True)
+    computed = services.capacity.current(placer, True, state.paced[True])
     result = report.explain(
         placer.conductors,
         request,
         assignment=None if computed is None else computed.assignment,
         now=time.time(),
+        timeline=None if computed is None else computed.timeline,
     )
     result.update(
         node=node.get('name') or uuid,

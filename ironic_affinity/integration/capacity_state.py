@@ -35,6 +35,13 @@ When it is computed:
   intervals of its creation, and counted in every conductor's load
   within one more.
 
+While a conductor's change rolls out (``[affinity]rebalance_period``),
+the computation is of the rollout under capacity
+(:mod:`ironic_affinity.rollout_capacity`): where each node was, where it
+ends and when it moves; a lookup compares its clock with the node's
+move, so no computation happens during the rollout but for the reasons
+above.
+
 Without any ``max_nodes``, nothing here runs: lookups are the engine's.
 """
 
@@ -48,6 +55,8 @@ from typing import Protocol
 from ironic_affinity import capacity
 from ironic_affinity import engine
 from ironic_affinity import profile
+from ironic_affinity import rollout
+from ironic_affinity import rollout_capacity
 from ironic_affinity.integration import node_tags as node_tags_module
 
 # A computation for changed nodes waits at least this many times as long
@@ -77,7 +86,10 @@ class Computed:
     # How long it took.
     seconds: float
     facts: dict[str, node_tags_module.NodeFacts]
+    # Where nodes end up: the placement of now.
     assignment: capacity.Assignment
+    # While a change rolls out: where they are until they move.
+    timeline: rollout_capacity.Timeline | None = None
 
 
 class CapacityStates:
@@ -91,6 +103,7 @@ class CapacityStates:
         log: Any,
         clock: Callable[[], float] = time.monotonic,
         pause: Callable[[], None] = lambda: time.sleep(0),
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         """:param tags: the process's node tag cache.
         :param interval: seconds between two computations for changed
@@ -98,28 +111,38 @@ class CapacityStates:
         :param pause: lets other threads run during a computation: under
             eventlet (Ironic 29) it is a green thread, which holds the
             whole process until it yields.
+        :param wall_clock: seconds since the epoch, as conductors
+            publish their changes.
         """
         self._tags = tags
         self._interval = interval
         self._log = log
         self._clock = clock
         self._pause = pause
+        self._wall_clock = wall_clock
         self._lock = threading.Lock()
         self._latest: dict[bool, Computed] = {}
         self._over: dict[str, int] = {}
-        # Conductors whose rollout was last said to be unpaced.
-        self._unpaced: frozenset[str] = frozenset()
 
     def current(
-        self, placer: engine.PlacementEngine, use_groups: bool
+        self,
+        placer: engine.PlacementEngine,
+        use_groups: bool,
+        paced: rollout.PacedPlacer | None = None,
     ) -> Computed | None:
-        """The assignment to answer from, or None without capacity."""
+        """The assignment to answer from, or None without capacity.
+
+        :param paced: the rollout over ``placer``, while one is published.
+        """
         if not capacity.is_limited(placer.conductors):
             return None
-        return self._current(placer, use_groups)
+        return self._current(placer, use_groups, paced)
 
     def _current(
-        self, placer: engine.PlacementEngine, use_groups: bool
+        self,
+        placer: engine.PlacementEngine,
+        use_groups: bool,
+        paced: rollout.PacedPlacer | None,
     ) -> Computed:
         found = self._latest.get(use_groups)
         if found is not None and found.placer is placer:
@@ -138,22 +161,28 @@ class CapacityStates:
                 or found.placer is not placer
                 or found.version != self._tags.version
             ):
-                found = self._compute(placer, use_groups)
+                found = self._compute(placer, use_groups, paced)
                 self._latest[use_groups] = found
             return found
 
     def lookup(
-        self, placer: engine.PlacementEngine, use_groups: bool
+        self,
+        placer: engine.PlacementEngine,
+        use_groups: bool,
+        paced: rollout.PacedPlacer | None = None,
     ) -> Callable[[str, profile.NodeRequest], str | None] | None:
         """A ring's lookup under capacity over ``placer``'s members; None
         when none of them has a ``max_nodes``, checked once here rather
-        than at every lookup."""
+        than at every lookup.
+
+        :param paced: the rollout over ``placer``, while one is published.
+        """
         if not capacity.is_limited(placer.conductors):
             return None
 
         def conductor(uuid: str, node: profile.NodeRequest) -> str | None:
             return self.conductor(
-                self._current(placer, use_groups), uuid, node
+                self._current(placer, use_groups, paced), uuid, node
             )
 
         return conductor
@@ -167,6 +196,8 @@ class CapacityStates:
         """Where the node goes under ``computed``."""
         held = computed.facts.get(uuid)
         if held is not None and held == self._tags.facts(uuid):
+            if computed.timeline is not None:
+                return computed.timeline.conductor(uuid, self._wall_clock())
             return computed.assignment.conductors.get(uuid)
         return capacity.place_newcomer(
             computed.assignment, computed.placer, node
@@ -179,55 +210,46 @@ class CapacityStates:
         return max(self._interval(), COST_SHARE * found.seconds)
 
     def _compute(
-        self, placer: engine.PlacementEngine, use_groups: bool
+        self,
+        placer: engine.PlacementEngine,
+        use_groups: bool,
+        paced: rollout.PacedPlacer | None,
     ) -> Computed:
         version = self._tags.version  # before the read: never newer
         nodes = self._tags.nodes()
+        requests = node_tags_module.requests(nodes, use_groups)
         started = self._clock()
-        assignment = capacity.assign(
-            placer,
-            node_tags_module.requests(nodes, use_groups),
-            pause=self._pause,
-        )
+        timeline = None
+        if paced is not None and paced.active(self._wall_clock()):
+            timeline = rollout_capacity.build(paced, requests, self._pause)
+            assignment = timeline.final
+        else:
+            assignment = capacity.assign(placer, requests, pause=self._pause)
         seconds = self._clock() - started
         self._log.debug(
             'Placement under capacity of %(count)d nodes computed in '
-            '%(seconds).2f s: %(spilled)d spilled from a full first choice',
+            '%(seconds).2f s: %(spilled)d spilled from a full first '
+            'choice%(moves)s',
             {
                 'count': len(nodes),
                 'seconds': seconds,
                 'spilled': len(assignment.spilled),
+                'moves': ''
+                if timeline is None
+                else '; %d move(s) of a rollout' % len(timeline.moves),
             },
         )
         if use_groups:
             self._report(assignment)
-            self._report_unpaced(placer)
         return Computed(
-            placer, version, self._clock(), seconds, dict(nodes), assignment
+            placer,
+            version,
+            self._clock(),
+            seconds,
+            dict(nodes),
+            assignment,
+            timeline,
         )
-
-    def _report_unpaced(self, placer: engine.PlacementEngine) -> None:
-        """Say, once per set of them, that changes rolling out are not
-        paced while capacity places the nodes."""
-        changing = frozenset(c.name for c in placer.conductors if c.changes)
-        if changing == self._unpaced:
-            return
-        self._unpaced = changing
-        if changing:
-            self._log.warning(
-                'Conductor(s) %(changing)s publish a change rolling out '
-                'over [affinity]rebalance_period, but conductor(s) '
-                '%(limited)s set [affinity]max_nodes: nodes are placed '
-                'under capacity, and the moves are not paced',
-                {
-                    'changing': ', '.join(sorted(changing)),
-                    'limited': ', '.join(
-                        sorted(
-                            c.name for c in placer.conductors if c.max_nodes
-                        )
-                    ),
-                },
-            )
 
     def _report(self, assignment: capacity.Assignment) -> None:
         """Log a change of who is over capacity, once per change."""

@@ -76,6 +76,7 @@ from ironic_affinity import capacity
 from ironic_affinity import engine
 from ironic_affinity import outage
 from ironic_affinity import report
+from ironic_affinity import rollout_capacity
 from ironic_affinity.integration import live
 from ironic_affinity.integration import placement_state
 from ironic_affinity.membership import view
@@ -184,22 +185,31 @@ class PlacementReporter:
 
     def _report_placement(self, deployment: live.Deployment) -> None:
         placer = engine.PlacementEngine(deployment.conductors)
-        assignment = capacity.assign(placer, deployment.nodes)
+        now = self._wall_clock()
+        rolling = report.paced(placer, now)
+        timeline = None
+        if rolling is not None and capacity.is_limited(placer.conductors):
+            timeline = rollout_capacity.build(rolling, deployment.nodes)
+            assignment = timeline.final
+        else:
+            assignment = capacity.assign(placer, deployment.nodes)
         loads = dict(assignment.loads)
         # By uuid, which a rename does not change, for the moves.
         placed = {
             node.uuid or node.name: assignment.conductors[node.name]
             for node in deployment.nodes
         }
-        now = self._wall_clock()
-        rolling = report.paced(placer, now)
         if rolling is not None:
             # Where nodes are now, as the rings answer, and how many
             # have yet to reach the conductor they will end on.
             loads = dict.fromkeys(loads, 0)
             waiting = 0
             for node in deployment.nodes:
-                holder = rolling.conductor(node, now)
+                holder = (
+                    rolling.conductor(node, now)
+                    if timeline is None
+                    else timeline.conductor(node.name, now)
+                )
                 key = node.uuid or node.name
                 waiting += holder != placed[key]
                 placed[key] = holder

@@ -102,7 +102,10 @@ class AffinityHashRingManager:
                 _no_valid_host,
             )
         placer = state.engines[self.use_groups]
-        under_capacity = services.capacity.lookup(placer, self.use_groups)
+        paced = state.paced[self.use_groups]
+        under_capacity = services.capacity.lookup(
+            placer, self.use_groups, paced
+        )
         return ring.AffinityRing(
             placer,
             driver_name,
@@ -112,9 +115,7 @@ class AffinityHashRingManager:
             services.orphans.excluded,
             _no_valid_host,
             under_capacity,
-            # Under capacity a node's conductor depends on the others:
-            # nodes are placed by capacity alone, not paced.
-            None
-            if under_capacity is not None
-            else state.paced[self.use_groups],
+            # Under capacity a node's conductor depends on the others,
+            # and the capacity lookup paces the rollout itself.
+            None if under_capacity is not None else paced,
         )

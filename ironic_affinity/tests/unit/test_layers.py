@@ -33,6 +33,7 @@ LAYERS = (
             'engine',
             'capacity',
             'rollout',
+            'rollout_capacity',
             'active_members',
             'report',
             'scenario',

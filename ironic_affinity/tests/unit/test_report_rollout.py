@@ -103,13 +103,48 @@ class RolloutReportTestCase(base.TestCase):
             )
             self.assertNotIn('NOTE', report.render_plan(result))
 
-    def test_under_capacity_nothing_is_paced(self):
+    def test_under_capacity_nodes_move_at_their_turn(self):
+        # c1 holds 20: the 20 rack2 nodes it takes at the end come at
+        # their turns; every report says where they are now.
         limited = [
-            dataclasses.replace(c, max_nodes=100) for c in self.conductors
+            dataclasses.replace(c, max_nodes=20) for c in self.conductors
         ]
-        result = report.plan(limited, self.nodes, now=T0 + 1)
-        self.assertNotIn('rollout', result)
-        self.assertEqual({'c1': 30, 'c2': 0}, result['loads'])
+        now = T0 + 20
+        result = report.plan(limited, self.nodes, now=now)
+        placements = {p['node']: p for p in result['placements']}
+        waiting = [p for p in placements.values() if 'pending' in p]
+        self.assertEqual(len(waiting), result['rollout']['nodes_to_move'])
+        self.assertEqual(T0 + 60, result['rollout']['ends_at'])
+        on_c1 = sum(1 for p in placements.values() if p['conductor'] == 'c1')
+        self.assertEqual({'c1': on_c1, 'c2': 30 - on_c1}, result['loads'])
+        self.assertLess(on_c1, 20)
+        self.assertEqual(20, on_c1 + len(waiting))
+        for row in waiting:
+            (move,) = row['pending']
+            self.assertEqual(
+                ('c2', 'c1', 'c2'),
+                (move['from'], move['to'], row['conductor']),
+            )
+            self.assertTrue(now < move['at'] < T0 + 60)
+            explained = report.explain(
+                limited,
+                next(n for n in self.nodes if n.name == row['node']),
+                nodes=self.nodes,
+                now=now,
+            )
+            self.assertEqual('c2', explained['conductor'])
+            self.assertEqual(row['pending'], explained['pending'])
+            verdicts = {
+                r['conductor']: r['verdict'] for r in explained['conductors']
+            }
+            self.assertEqual({'c1': 'next', 'c2': 'chosen'}, verdicts)
+            self.assertEqual(
+                {'c1': on_c1, 'c2': 30 - on_c1},
+                {r['conductor']: r['load'] for r in explained['conductors']},
+            )
+        after = report.plan(limited, self.nodes, now=T0 + 60)
+        self.assertNotIn('rollout', after)
+        self.assertEqual({'c1': 20, 'c2': 10}, after['loads'])
 
     def test_explain_a_node_waiting_to_move(self):
         now = T0 + 1

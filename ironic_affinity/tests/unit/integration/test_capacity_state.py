@@ -19,6 +19,7 @@ import uuid as uuidlib
 from ironic_affinity import capacity
 from ironic_affinity import engine
 from ironic_affinity import profile
+from ironic_affinity import rollout
 from ironic_affinity.integration import capacity_state
 from ironic_affinity.integration import node_tags
 from ironic_affinity.integration import ring
@@ -153,25 +154,50 @@ class CapacityStatesTestCase(base.TestCase):
         self.states.current(self.placer, True)
         self.assertEqual(1, self.log.warning.call_count)
 
-    def test_a_rollout_under_capacity_is_said_to_be_unpaced(self):
-        before = Conductor('c4', hardware_types=['ipmi'])
+    def test_a_rollout_under_capacity_is_paced_by_the_wall_clock(self):
+        # c4 takes up rack10 at 1.8e9 over 60 s: until then c1 holds 10
+        # rack10 nodes and the rest spill; after, c4 holds 10 of them.
+        before = Conductor('c4', hardware_types=['ipmi'], max_nodes=10)
         changing = dataclasses.replace(
             Conductor(
-                'c4', soft_affinity_tags='rack10', hardware_types=['ipmi']
+                'c4',
+                soft_affinity_tags='rack10',
+                hardware_types=['ipmi'],
+                max_nodes=10,
             ),
             changes=(profile.ProfileChange(before, 1.8e9, 60.0),),
         )
-        self.states.current(self.engine(10, [changing]), True)
-        (call,) = self.log.warning.call_args_list
-        self.assertIn('are not paced', call[0][0])
-        self.assertEqual(
-            {'changing': 'c4', 'limited': 'c1, c2, c3'}, call[0][1]
+        placer = self.engine(10, [changing])
+        paced = rollout.PacedPlacer(placer)
+        wall = Clock()
+        wall.now = 1.8e9
+        states = capacity_state.CapacityStates(
+            self.tags, lambda: 2.0, self.log, clock=self.clock, wall_clock=wall
         )
-        # Once per set of changing conductors, not per computation.
-        self.tags.version += 1
-        self.clock.now += 10
-        self.states.current(self.engine(10, [changing]), True)
-        self.assertEqual(1, self.log.warning.call_count)
+        lookup = states.lookup(placer, True, paced)
+        requests = {
+            uuid: profile.NodeRequest.build(uuid, ['rack10'], driver='ipmi')
+            for uuid in self.rack
+        }
+
+        def where():
+            return {uuid: lookup(uuid, requests[uuid]) for uuid in self.rack}
+
+        computed = states.current(placer, True, paced)
+        at_change = where()
+        self.assertEqual(dict(computed.timeline.start.conductors), at_change)
+        self.assertGreater(len(computed.timeline.moves), 5)
+        wall.now += 30
+        halfway = where()
+        wall.now += 30
+        done = where()
+        self.assertEqual(dict(computed.assignment.conductors), done)
+        moved_by_half = sum(1 for u in self.rack if halfway[u] != at_change[u])
+        self.assertLess(0, moved_by_half)
+        self.assertLess(moved_by_half, len(computed.timeline.moves))
+        # Computed once: the clock alone moves the nodes.
+        self.assertEqual(1, self.tags.reads)
+        self.assertEqual([], self.log.warning.call_args_list)
 
     def test_a_tag_change_is_never_answered_from_old_facts(self):
         placer = engine.PlacementEngine(
