@@ -146,7 +146,9 @@ def build(
     changing = {c.name: c for c in placer.rolling}
     # By the nodes' names: when each moves, first those that must.
     turns: dict[str, float] = {}
-    for node in nodes:
+    for index, node in enumerate(nodes):
+        if pause is not None and index % capacity.PAUSE_EVERY == 0:
+            pause()
         source = start.conductors[node.name]
         target = final.conductors[node.name]
         if source == target:

@@ -39,11 +39,24 @@ With ``--cost`` it prints instead what a lookup costs during a rollout
 (``PacedPlacer.conductor``, as a ring calls it) against one without
 (``PlacementEngine.place``), with 1, 4 and all 100 of 100 conductors
 changing.
+
+With ``--capacity`` it measures a rollout under capacity
+(:mod:`ironic_affinity.rollout_capacity`) instead, in one process:
+10 conductors with ``max_nodes`` at 1.1 times their fair share of
+``--nodes`` nodes, racks of uneven sizes, conductor i preferring racks
+2i and 2i+1; c0 is changed to prefer the two largest racks, which c0
+and c1 already hold. It prints the moves (each node's one move, those
+made before the node's turn to free room, those made at once), the
+moves per tenth of the period, the most any conductor held over its
+capacity at any move, and the cost of computing the moves and of a
+lookup.
 """
 
 import argparse
 import json
+import math
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -53,10 +66,13 @@ import uuid
 
 from oslo_config import cfg
 
+from ironic_affinity import capacity
 from ironic_affinity import conf as affinity_conf
 from ironic_affinity import engine
 from ironic_affinity import profile
+from ironic_affinity import rendezvous
 from ironic_affinity import rollout
+from ironic_affinity import rollout_capacity
 from ironic_affinity.membership import service
 from ironic_affinity.tests.functional import member_process
 from ironic_affinity.tests.functional import servers
@@ -261,6 +277,90 @@ def cost(count: int) -> None:
         )
 
 
+def under_capacity(count: int, period: float) -> None:
+    """A rollout under capacity: its moves and what it costs."""
+    rnd = random.Random(7)
+    racks = ['rack%d' % i for i in range(20)]
+    weights = [1.0 / (i + 1) ** 0.8 for i in range(20)]
+    nodes = []
+    for rack in rnd.choices(racks, weights, k=count):
+        name = str(uuid.UUID(int=rnd.getrandbits(128), version=4))
+        nodes.append(profile.NodeRequest.build(name, rack, uuid=name))
+    limit = int(count / 10 * 1.1)
+    conductors = [
+        profile.ConductorProfile.build(
+            'c%d' % i,
+            soft_affinity_tags='%s, %s' % (racks[2 * i], racks[2 * i + 1]),
+            max_nodes=limit,
+        )
+        for i in range(10)
+    ]
+    start = 1_800_000_000.0
+    changed = profile.ConductorProfile.build(
+        'c0', soft_affinity_tags='rack0:2, rack2:2', max_nodes=limit
+    )
+    published = [
+        rollout.compose(conductors[0], changed, start, period)
+    ] + conductors[1:]
+    paced = rollout.PacedPlacer(engine.PlacementEngine(published))
+    began = time.perf_counter()
+    timeline = rollout_capacity.build(paced, nodes)
+    built = time.perf_counter() - began
+    began = time.perf_counter()
+    capacity.assign(paced.current, nodes)
+    one = time.perf_counter() - began
+    moves = timeline.moves
+    change = published[0].changes[0]
+    early = 0
+    for node in nodes:
+        move = moves.get(node.name)
+        if move is None or move.at == -math.inf:
+            continue
+        own = min(
+            c.at
+            + rendezvous.weight(
+                rendezvous.hash64(node.hash_key),
+                rollout.change_hash(name, c),
+            )
+            / 2.0**64
+            * c.period
+            for name, c in [('c0', change)]
+        )
+        early += move.at < own - 1e-9
+    tenths = [0] * 10
+    for move in moves.values():
+        if move.at != -math.inf:
+            tenths[min(9, int((move.at - start) / period * 10))] += 1
+    worst = 0
+    for at in sorted({m.at for m in moves.values()}):
+        loads = timeline.loads(at)
+        worst = max([worst] + [loads[c.name] - limit for c in conductors])
+    sample = nodes[: min(count, 10000)]
+    began = time.perf_counter()
+    for node in sample:
+        timeline.conductor(node.name, start + period / 2)
+    lookup = (time.perf_counter() - began) / len(sample)
+    print(
+        json.dumps(
+            {
+                'nodes': count,
+                'max_nodes': limit,
+                'period': period,
+                'moves': len(moves),
+                'moved_early_for_room': early,
+                'moved_at_once': sum(
+                    1 for m in moves.values() if m.at == -math.inf
+                ),
+                'moves_per_tenth_of_period': tenths,
+                'most_over_capacity_at_any_move': worst,
+                'seconds_to_compute_the_moves': round(built, 2),
+                'seconds_for_one_placement_under_capacity': round(one, 2),
+                'lookup_us': round(lookup * 1e6, 2),
+            }
+        )
+    )
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == '--observe':
         url, group, count, until, out = sys.argv[2:7]
@@ -270,9 +370,13 @@ def main() -> int:
     parser.add_argument('--nodes', type=int, default=300)
     parser.add_argument('--period', type=int, default=60)
     parser.add_argument('--cost', action='store_true')
+    parser.add_argument('--capacity', action='store_true')
     args = parser.parse_args()
     if args.cost:
         cost(max(args.nodes, 10000))
+        return 0
+    if args.capacity:
+        under_capacity(args.nodes, args.period)
         return 0
     folder = tempfile.mkdtemp()
     print(

@@ -12,7 +12,9 @@
 
 """[affinity]rebalance_period through Ironic: a tag change that moves
 300 nodes moves them in steps over the period, and a conductor killed
-meanwhile loses its nodes at once.
+meanwhile loses its nodes at once; under capacity, a change that moves
+200 nodes onto a conductor with max_nodes 200 moves them in steps too,
+never over its capacity.
 
 Evidence is Ironic's: the nodes' ``conductor`` field in the REST API,
 sampled twice a second, and which conductor's power sync works each node
@@ -38,6 +40,10 @@ SAMPLE = 0.5
 # of moves (5) from one window to the next.
 EVEN_SHARE = MOVING * WINDOW / PERIOD
 MARGIN = 25
+# Under capacity: conductor1 takes this many of the moving nodes, over a
+# shorter period (the run is in every release's core set).
+CAPACITY = 200
+CAPACITY_PERIOD = 40
 # [affinity]watch_interval (1 s) plus Ironic's hash_ring_reset_interval
 # here (2 s): how late a process may see what has changed.
 REFRESH = 3.0
@@ -179,6 +185,85 @@ class RebalanceTestCase(base.TestCase):
             killed_nodes_moved_after=round(detected, 1),
             killed_nodes_spread=round(spread, 1),
             worst_sync_overlap=round(worst_overlap, 1),
+        )
+
+    def test_under_capacity_moves_are_paced_and_capacity_holds(self):
+        dep = self.deploy({1: {}, 2: {'soft_affinity_tags': 'rack10'}})
+        first, second = self.name(1), self.name(2)
+        moving = {
+            n.uuid
+            for n in load.create_nodes(
+                dep.api_port, MOVING, prefix='cap', tags=lambda i: 'rack10'
+            )
+        }
+        dep.wait(lambda: self.on(moving, second), 120, 'every node on c2')
+
+        # conductor1 comes to prefer rack10 but holds CAPACITY nodes:
+        # that many move, over CAPACITY_PERIOD seconds.
+        dep.reload(
+            1,
+            soft_affinity_tags='rack10:5',
+            max_nodes=str(CAPACITY),
+            rebalance_period=str(CAPACITY_PERIOD),
+        )
+        changed_at = self.wait_change(first)
+
+        arrived = {}
+        most = 0
+        pending_seen = None
+        while time.time() < changed_at + CAPACITY_PERIOD + REFRESH + 5:
+            now = time.time()
+            placed = self.placements()
+            held = 0
+            for node in moving:
+                where = placed.get(node)
+                if where == first:
+                    held += 1
+                    arrived.setdefault(node, now)
+                elif node in arrived:
+                    self.fail('%s went back to %s' % (node, where))
+                else:
+                    self.assertEqual(second, where, node)
+            most = max(most, held)
+            if pending_seen is None and now >= changed_at + 10:
+                # What plan --live says mid-rollout: the moves to come.
+                result = dep.cli('plan', '--live', '-f', 'json')
+                self.assertEqual(0, result.returncode, result.stderr)
+                plan = json.loads(result.stdout)
+                pending_seen = plan['rollout']['nodes_to_move']
+                waiting = [p for p in plan['placements'] if p.get('pending')]
+                self.assertEqual(pending_seen, len(waiting))
+                for row in waiting:
+                    self.assertEqual(second, row['conductor'])
+                    self.assertEqual(first, row['pending'][0]['to'])
+            time.sleep(SAMPLE)
+
+        self.assertEqual(CAPACITY, len(arrived))
+        self.assertLessEqual(most, CAPACITY)
+        self.assertGreater(pending_seen, 0)
+        self.assertLess(pending_seen, CAPACITY)
+        last = max(arrived.values())
+        self.assertLess(last, changed_at + CAPACITY_PERIOD + REFRESH + SAMPLE)
+        windows = CAPACITY_PERIOD // WINDOW
+        curve = [0] * (windows + 1)
+        for at in arrived.values():
+            curve[min(int((at - changed_at) // WINDOW), windows)] += 1
+        for count in curve:
+            self.assertLessEqual(
+                count, CAPACITY * WINDOW / CAPACITY_PERIOD + MARGIN, curve
+            )
+        self.assertTrue(all(curve[:windows]), curve)
+        placed = self.placements()
+        self.assert_power_sync({n: placed[n] for n in moving})
+        base.record(
+            test='rebalance_under_capacity',
+            nodes=MOVING,
+            max_nodes=CAPACITY,
+            period=CAPACITY_PERIOD,
+            moves_per_10s=curve,
+            most_on_the_full_conductor=most,
+            pending_after_10s=pending_seen,
+            last_move_after=round(last - changed_at, 1),
         )
 
     def wait_change(self, name):
