@@ -164,10 +164,13 @@ REBALANCE_OPTS = [
             'all at once. Moves that must happen are never delayed: a node '
             'whose conductor left the group, or no longer accepts it by '
             'its hard tags, conductor group or hardware types, moves at '
-            'once. While any conductor sets max_nodes, nodes are placed by '
-            'capacity and nothing is paced. Published with the tags while a '
-            'change rolls out: every process and conductor must run a '
-            'release that knows this option before it is set.'
+            'once. While any conductor sets max_nodes, each node that '
+            'moves goes once, straight to where it ends, at its own moment, '
+            'and a node arriving at a full conductor moves the next one due '
+            'to leave it at that moment, so that max_nodes holds '
+            'throughout. Published with the tags while a change rolls out: '
+            'every process and conductor must run a release that knows '
+            'this option before it is set.'
         ),
     ),
 ]
