@@ -198,9 +198,10 @@ def _replay(
             moves[node] = rollout.Move(at, source, target)
             if source is not None:
                 loads[source] -= 1
-            if target is None or target not in room:
+            if target is not None:
+                loads[target] += 1
+            if target not in room:  # None, or no capacity
                 continue
-            loads[target] += 1
             queue = leaving.get(target, [])
             while loads[target] > room[target] and queue:
                 _turn_of, other = heapq.heappop(queue)

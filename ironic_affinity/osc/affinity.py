@@ -23,6 +23,7 @@ client installed.
 """
 
 import logging
+import time
 from typing import Any
 
 from cliff import columns
@@ -69,6 +70,28 @@ class VerdictsColumn(columns.FormattableColumn):  # type: ignore[type-arg]
         return list(self._value)
 
 
+def _moment(at: float | None) -> str | None:
+    """A time (seconds since the epoch) as people read it: UTC."""
+    if at is None:
+        return None
+    return time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(at))
+
+
+# Not subscripted, as above.
+class PendingColumn(columns.FormattableColumn):  # type: ignore[type-arg]
+    """The node's moves still to come while a change rolls out: one line
+    each in a table, the objects of the API in JSON and YAML."""
+
+    def human_readable(self) -> str:
+        return '\n'.join(
+            '%s -> %s at %s' % (m['from'], m['to'], _moment(m['at']))
+            for m in self._value
+        )
+
+    def machine_readable(self) -> list[dict[str, Any]]:
+        return list(self._value)
+
+
 class ShowNodeAffinity(command.ShowOne):
     """Show where a node goes and why: every conductor's verdict."""
 
@@ -78,6 +101,8 @@ class ShowNodeAffinity(command.ShowOne):
         'tags',
         'conductor',
         'ironic_conductor',
+        'pending',
+        'rollout_ends_at',
         'fallback',
         'verdicts',
         'not_members',
@@ -99,6 +124,10 @@ class ShowNodeAffinity(command.ShowOne):
             'tags': format_columns.ListColumn(found['tags']),
             'conductor': found['conductor'],
             'ironic_conductor': found['ironic_conductor'],
+            # Absent from an API process of an earlier release, and
+            # while no change rolls out.
+            'pending': PendingColumn(found.get('pending') or []),
+            'rollout_ends_at': _moment(found.get('rollout_ends_at')),
             'fallback': format_columns.ListColumn(found['fallback']),
             'verdicts': VerdictsColumn(found['conductors']),
             'not_members': format_columns.ListColumn(found['not_members']),

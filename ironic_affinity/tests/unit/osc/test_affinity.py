@@ -101,6 +101,29 @@ class OpenStackClientTestCase(base.TestCase):
             NODE['conductors'], shown['verdicts'].machine_readable()
         )
         self.assertEqual(['c1', 'c2'], shown['fallback'].machine_readable())
+        # No rollout: nothing pending.
+        self.assertEqual('', shown['pending'].human_readable())
+        self.assertIsNone(shown['rollout_ends_at'])
+
+    def test_show_a_node_waiting_to_move(self):
+        moving = dict(
+            NODE,
+            pending=[{'from': 'c1', 'to': 'c2', 'at': 1800000018.3}],
+            rollout_ends_at=1800000060.0,
+        )
+        command, _http = _command(
+            affinity.ShowNodeAffinity, {'/v1/nodes/node1/affinity': moving}
+        )
+        fields, values = command.take_action(argparse.Namespace(node='node1'))
+        shown = dict(zip(fields, values, strict=True))
+        self.assertEqual(
+            'c1 -> c2 at 2027-01-15T08:00:18Z',
+            shown['pending'].human_readable(),
+        )
+        self.assertEqual(
+            moving['pending'], shown['pending'].machine_readable()
+        )
+        self.assertEqual('2027-01-15T08:01:00Z', shown['rollout_ends_at'])
 
     def test_check_status_is_for_monitoring(self):
         command, _http = _command(
