@@ -40,16 +40,18 @@ With ``--cost`` it prints instead what a lookup costs during a rollout
 (``PlacementEngine.place``), with 1, 4 and all 100 of 100 conductors
 changing.
 
-With ``--capacity`` it measures a rollout under capacity
-(:mod:`ironic_affinity.rollout_capacity`) instead, in one process:
-10 conductors with ``max_nodes`` at 1.1 times their fair share of
-``--nodes`` nodes, racks of uneven sizes, conductor i preferring racks
-2i and 2i+1; c0 is changed to prefer the two largest racks, which c0
-and c1 already hold. It prints the moves (each node's one move, those
-made before the node's turn to free room, those made at once), the
-moves per tenth of the period, the most any conductor held over its
-capacity at any move, and the cost of computing the moves and of a
-lookup.
+With ``--capacity`` it runs the same story with c1's ``max_nodes`` at
+two thirds of the nodes (so two thirds move to c1), the observers
+computing the rollout under capacity
+(:mod:`ironic_affinity.rollout_capacity`) as Ironic's processes do. Then
+it measures one in a single process: 10 conductors with ``max_nodes``
+at 1.1 times their fair share of ``--nodes`` nodes (at least 10,000),
+racks of uneven sizes, conductor i preferring racks 2i and 2i+1; c0 is
+changed to prefer the two largest racks, which c0 and c1 already hold,
+over 600 s. It prints the moves (each node's one move, those made
+before the node's turn to free room, those made at once), the moves per
+tenth of the period, the most any conductor held over its capacity at
+any move, and the cost of computing the moves and of a lookup.
 """
 
 import argparse
@@ -100,6 +102,7 @@ def observe(url: str, group: str, count: int, until: float, out: str) -> None:
     ]
     version = None
     placer = None
+    timeline = None
     with open(out, 'w') as handle:
         tick = int(time.time() / TICK) + 1
         while tick * TICK < until:
@@ -110,9 +113,19 @@ def observe(url: str, group: str, count: int, until: float, out: str) -> None:
                 placer = rollout.PacedPlacer(
                     engine.PlacementEngine(snapshot.members.values())
                 )
+                # Under capacity, as CapacityStates computes it: once per
+                # view, then read at each moment.
+                timeline = (
+                    rollout_capacity.build(placer, nodes)
+                    if capacity.is_limited(placer.current.conductors)
+                    else None
+                )
             now = time.time()
             assert placer is not None
-            found = [placer.conductor(n, now) or '-' for n in nodes]
+            if timeline is not None:
+                found = [timeline.conductor(n.name, now) or '-' for n in nodes]
+            else:
+                found = [placer.conductor(n, now) or '-' for n in nodes]
             handle.write(json.dumps([tick, found]) + '\n')
             tick = max(tick + 1, int(time.time() / TICK) + 1)
     view.stop()
@@ -142,13 +155,23 @@ def _write(folder: str, name: str, url: str, group: str, **options) -> str:  # t
     return path
 
 
-def story(url: str, count: int, period: int, folder: str) -> dict:  # type: ignore[type-arg]
+def story(  # type: ignore[type-arg]
+    url: str, count: int, period: int, folder: str, max_nodes: int = 0
+) -> dict:
     group = 'rollout-%s' % uuid.uuid4().hex[:8]
     paced = {'rebalance_period': str(period)}
+    # Only c1 has a capacity: the nodes start on c2 all the same.
+    c1 = {'max_nodes': str(max_nodes)} if max_nodes else {}
     members = {}
     for name, tags in (('c1', ''), ('c2', 'rack10')):
         path = _write(
-            folder, name, url, group, soft_affinity_tags=tags, **paced
+            folder,
+            name,
+            url,
+            group,
+            soft_affinity_tags=tags,
+            **paced,
+            **(c1 if name == 'c1' else {}),
         )
         process, joined = member_process.spawn(
             path, name, stderr=subprocess.DEVNULL
@@ -171,7 +194,15 @@ def story(url: str, count: int, period: int, folder: str) -> dict:  # type: igno
     time.sleep(0.5)
     observers.append(_observer(url, group, count, until, out['b']))
     time.sleep(max(0.0, start - time.time()))
-    _write(folder, 'c1', url, group, soft_affinity_tags='rack10:5', **paced)
+    _write(
+        folder,
+        'c1',
+        url,
+        group,
+        soft_affinity_tags='rack10:5',
+        **paced,
+        **c1,
+    )
     members['c1'].send_signal(signal.SIGHUP)
     changed = time.time()
     time.sleep(max(0.0, changed + length / 3 - time.time()))
@@ -376,7 +407,19 @@ def main() -> int:
         cost(max(args.nodes, 10000))
         return 0
     if args.capacity:
-        under_capacity(args.nodes, args.period)
+        with servers.RedisServer() as server:
+            found = story(
+                server.url,
+                args.nodes,
+                args.period,
+                tempfile.mkdtemp(),
+                max_nodes=args.nodes * 2 // 3,
+            )
+        print(
+            'under capacity, rebalance_period = %d: %s'
+            % (args.period, json.dumps(found))
+        )
+        under_capacity(max(args.nodes, 10000), 600)
         return 0
     folder = tempfile.mkdtemp()
     print(

@@ -55,6 +55,15 @@ _SYNC = re.compile(
 )
 
 
+def moves_per_window(arrived, changed_at, period):
+    """Moves in each WINDOW seconds from the change, the period's
+    windows then one for any later."""
+    curve = [0] * (period // WINDOW + 1)
+    for at in arrived.values():
+        curve[min(int((at - changed_at) // WINDOW), len(curve) - 1)] += 1
+    return curve
+
+
 class RebalanceTestCase(base.TestCase):
     def placements(self):
         """Every node's conductor, as the API shows it, in one request."""
@@ -144,9 +153,7 @@ class RebalanceTestCase(base.TestCase):
         self.assertEqual(moving, set(arrived))
         last = max(arrived.values())
         self.assertLess(last, changed_at + PERIOD + REFRESH + SAMPLE)
-        curve = [0] * (PERIOD // WINDOW + 1)
-        for at in arrived.values():
-            curve[min(int((at - changed_at) // WINDOW), len(curve) - 1)] += 1
+        curve = moves_per_window(arrived, changed_at, PERIOD)
         for count in curve:
             self.assertLessEqual(count, EVEN_SHARE + MARGIN, curve)
         # Not all at once either: some moved in each window of the period.
@@ -172,7 +179,21 @@ class RebalanceTestCase(base.TestCase):
                 overlaps.append(max(given[node]) - min(taken[node]))
         self.assertGreater(len(overlaps), MOVING // 2)
         worst_overlap = max(overlaps)
-        self.assertLess(worst_overlap, REFRESH + 2.0)
+        # Ironic decides which nodes are its own once per power-sync
+        # pass, then works through them without asking again (its
+        # _sync_power_state_nodes_task says so), and logs each lock it
+        # tries as it comes to it: under eventlet, on two busy cores, a
+        # pass over 300 nodes has taken over 30 s. So conductor2 may log
+        # a sync of a node up to one pass after it saw the node move.
+        longest_pass = max(
+            (
+                later - earlier
+                for times in given.values()
+                for earlier, later in zip(times, times[1:], strict=False)
+            ),
+            default=0.0,
+        )
+        self.assertLess(worst_overlap, REFRESH + 2.0 + longest_pass)
         placed = self.placements()
         self.assert_power_sync({n: placed[n] for n in moving})
 
@@ -185,6 +206,7 @@ class RebalanceTestCase(base.TestCase):
             killed_nodes_moved_after=round(detected, 1),
             killed_nodes_spread=round(spread, 1),
             worst_sync_overlap=round(worst_overlap, 1),
+            longest_power_sync_pass=round(longest_pass, 1),
         )
 
     def test_under_capacity_moves_are_paced_and_capacity_holds(self):
@@ -245,9 +267,7 @@ class RebalanceTestCase(base.TestCase):
         last = max(arrived.values())
         self.assertLess(last, changed_at + CAPACITY_PERIOD + REFRESH + SAMPLE)
         windows = CAPACITY_PERIOD // WINDOW
-        curve = [0] * (windows + 1)
-        for at in arrived.values():
-            curve[min(int((at - changed_at) // WINDOW), windows)] += 1
+        curve = moves_per_window(arrived, changed_at, CAPACITY_PERIOD)
         for count in curve:
             self.assertLessEqual(
                 count, CAPACITY * WINDOW / CAPACITY_PERIOD + MARGIN, curve

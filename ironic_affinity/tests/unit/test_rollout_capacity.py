@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from ironic_affinity import capacity
 from ironic_affinity import engine
+from ironic_affinity import profile
 from ironic_affinity import rollout
 from ironic_affinity import rollout_capacity
 from ironic_affinity.tests import base
@@ -214,6 +215,49 @@ class PacedCapacityTestCase(base.TestCase):
         self.assertEqual(
             80, counted(where(found, self.nodes, T0 + PERIOD))['c4']
         )
+
+    def test_a_conductor_that_dies_during_the_rollout(self):
+        # c2 dies a third of the way: the timeline is computed again over
+        # c1 and c3 (which holds 200, so that 300 nodes fit). Nobody is
+        # left on c2, and capacity still holds.
+        survivors = timeline(
+            [
+                self.published[0],
+                dataclasses.replace(self.others[1], max_nodes=200),
+            ],
+            self.nodes,
+        )
+        for at in (T0 + 20, T0 + 40, T0 + PERIOD):
+            placed = where(survivors, self.nodes, at)
+            self.assertNotIn('c2', placed.values())
+            loads = counted(placed)
+            self.assertLessEqual(loads['c1'], 100)
+            self.assertLessEqual(loads['c3'], 200)
+            self.assertEqual(300, sum(loads.values()))
+
+    def test_a_second_change_of_the_conductor(self):
+        # At T0 + 20 c1 changes again, to prefer rack1 once more. The
+        # nodes still to move take the earlier of their two turns; a
+        # node that followed the first change and that the second sends
+        # elsewhere moves at once; no node is anywhere but where the
+        # first change had it or where it ends.
+        second = dataclasses.replace(
+            self.before,
+            changes=(
+                profile.ProfileChange(self.before, T0, PERIOD),
+                profile.ProfileChange(self.after, T0 + 20, PERIOD),
+            ),
+        )
+        found = timeline([second] + self.others, self.nodes)
+        final = dict(found.final.conductors)
+        self.assertEqual(self.old, final)
+        for at in (T0 + 20, T0 + 40, T0 + 80):
+            for node in self.nodes:
+                self.assertIn(
+                    found.conductor(node.name, at),
+                    (self.timeline.conductor(node.name, at), final[node.name]),
+                )
+        self.assertEqual(final, where(found, self.nodes, T0 + 20 + PERIOD))
 
     def test_pending_moves(self):
         for node in self.nodes[:60]:
