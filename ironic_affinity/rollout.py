@@ -121,7 +121,7 @@ def stage(
     ``len(conductor.changes)`` the profile of now."""
     return _stage(
         rendezvous.hash64(node_key),
-        _hashed(conductor.name, conductor.changes),
+        hashed_changes(conductor.name, conductor.changes),
         now,
     )
 
@@ -140,9 +140,12 @@ def _stage(
     return 0
 
 
-def _hashed(
+def hashed_changes(
     conductor: str, changes: Iterable[profile.ProfileChange]
 ) -> list[tuple[int, float, float]]:
+    """Per change: its hash, its time and ``2**64 / period``, what
+    :func:`_stage` reads; a node follows the change at ``at + weight /
+    scale``."""
     return [
         (change_hash(conductor, c), c.at, 2.0**64 / c.period) for c in changes
     ]
@@ -255,7 +258,7 @@ class PacedPlacer:
         # Each changing conductor's changes with their hashes, computed
         # once: a lookup then hashes only the node.
         self._changes = tuple(
-            _hashed(c.name, c.changes) for c in self._rolling
+            hashed_changes(c.name, c.changes) for c in self._rolling
         )
         # By node constraints: per changing conductor, per stage, its
         # score for such a node, or None where it cannot take it. A

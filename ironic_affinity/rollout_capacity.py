@@ -116,18 +116,15 @@ def _before(
 
 def _turn(
     node: profile.NodeRequest,
-    involved: Sequence[profile.ConductorProfile],
+    involved: Sequence[Sequence[tuple[int, float, float]]],
 ) -> float:
-    """When the node passes its share of these conductors' changes: the
-    earliest such moment."""
+    """When the node passes its share of these conductors' changes (each
+    as ``rollout.hashed_changes`` gives them): the earliest such moment."""
     key = rendezvous.hash64(node.hash_key)
     return min(
-        change.at
-        + rendezvous.weight(key, rollout.change_hash(conductor.name, change))
-        / 2.0**64
-        * change.period
-        for conductor in involved
-        for change in conductor.changes
+        at + rendezvous.weight(key, hashed) / scale
+        for changes in involved
+        for hashed, at, scale in changes
     )
 
 
@@ -143,7 +140,11 @@ def build(
     current = placer.current
     start = capacity.assign(_before(placer), nodes, pause)
     final = capacity.assign(current, nodes, pause)
-    changing = {c.name: c for c in placer.rolling}
+    # Each changing conductor's changes, hashed once for every node.
+    changing = {
+        c.name: rollout.hashed_changes(c.name, c.changes)
+        for c in placer.rolling
+    }
     # By the nodes' names: when each moves, first those that must.
     turns: dict[str, float] = {}
     for index, node in enumerate(nodes):
@@ -157,7 +158,7 @@ def build(
             turns[node.name] = -math.inf
             continue
         involved = [changing[c] for c in (source, target) if c in changing]
-        turns[node.name] = _turn(node, involved or placer.rolling)
+        turns[node.name] = _turn(node, involved or list(changing.values()))
     return Timeline(start, final, _replay(start, final, turns))
 
 
