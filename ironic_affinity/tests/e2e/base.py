@@ -121,9 +121,7 @@ class TestCase(base.TestCase):
         wrong = {}
 
         def settled():
-            offsets = self.dep.log_offsets()
-            time.sleep(SYNC_WINDOW)
-            synced = self.dep.power_synced_since(offsets)
+            synced = self.power_synced_in_window()
             wrong.clear()
             for node, conductor in placed.items():
                 others = synced.get(node, set()) - {conductor}
@@ -144,8 +142,13 @@ class TestCase(base.TestCase):
         # the change may still run meanwhile (Ironic's lock keeps the two
         # from working the node at once).
         time.sleep(SETTLE)
-        offsets = self.dep.log_offsets()
-        time.sleep(SYNC_WINDOW)
-        synced = self.dep.power_synced_since(offsets)
+        synced = self.power_synced_in_window()
         for node, conductor in placed.items():
             self.assertEqual({conductor}, synced.get(node), node)
+
+    def power_synced_in_window(self):
+        """node uuid -> conductors that ran its power sync in the next
+        SYNC_WINDOW seconds."""
+        offsets = self.dep.log_offsets()
+        time.sleep(SYNC_WINDOW)
+        return self.dep.power_synced_since(offsets)

@@ -202,10 +202,8 @@ class RebalanceTestCase(base.TestCase):
         longest_pass = max(
             (
                 later - earlier
-                for node in moving
-                for earlier, later in zip(
-                    given.get(node, []), given.get(node, [])[1:], strict=False
-                )
+                for times in (given.get(node, []) for node in moving)
+                for earlier, later in zip(times, times[1:], strict=False)
             ),
             default=0.0,
         )
