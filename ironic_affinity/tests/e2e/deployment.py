@@ -45,6 +45,10 @@ POSTGRES = os.environ.get(
     'IRONIC_AFFINITY_E2E_POSTGRES', 'postgresql+psycopg2://postgres@127.0.0.1'
 )
 FIRST_RPC_PORT = 8091
+# Added to every conductor's RPC port (and so to its name): each
+# release's suite in tox.ini has a block of its own, so that the suites
+# of several releases can run side by side on one machine (.ci/run does).
+PORT_OFFSET = int(os.environ.get('IRONIC_AFFINITY_E2E_PORT_OFFSET', '0'))
 
 _COMMON = """
 [DEFAULT]
@@ -128,7 +132,8 @@ def ironic_has_middleware_option() -> bool:
 
 
 class Deployment(fixtures.Fixture):
-    """API + conductors; conductor i is named 127.0.0.1:(first_rpc_port+i-1).
+    """API + conductors; conductor i is named
+    127.0.0.1:(first_rpc_port+PORT_OFFSET+i-1).
 
     Conductor names are fixed ports, not free ones, so that a conductor
     restarted under test comes back under the same name, as in production.
@@ -164,7 +169,7 @@ class Deployment(fixtures.Fixture):
         if api not in API_MODES:
             raise ValueError('api must be one of %s' % sorted(API_MODES))
         self.api = api
-        self.first_rpc_port = first_rpc_port
+        self.first_rpc_port = first_rpc_port + PORT_OFFSET
         #: SQLAlchemy URL of the PostgreSQL server, without a database.
         self.postgres = postgres
         self.manager = manager

@@ -1,0 +1,229 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Run the parts of CI and say what each cost.
+
+    ci_parts.py run --dir DIR --name NAME [--quiet] -- COMMAND...
+    ci_parts.py report --dir DIR
+
+``run`` runs one part, its output into DIR/<n>.log (and to the terminal
+unless --quiet: parts that run side by side print their log whole when
+they end instead), and writes DIR/<n>.json: exit status, wall seconds,
+the CPU seconds of the part's own processes, and how busy the machine
+was meanwhile.
+
+CPU seconds come from wait4(): the part's process and every descendant
+that was waited for (tox, stestr, its workers, the Ironic services and
+the coordination servers the tests start and stop). Servers that the
+machine runs for everyone (its PostgreSQL, its Redis) are not in them;
+the machine's busy core-seconds over the part's wall time (from
+/proc/stat) are, and so is every part that ran at the same time.
+
+``report`` prints a table of the parts, the tests each ran, and the 20
+slowest tests of the whole run, read from stestr's lines in the logs
+(``{worker} test.id [12.345s] ... ok``).
+
+Standard library only: it runs on the machine's python3 before any
+virtual environment exists.
+"""
+
+import argparse
+import fcntl
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+TEST_LINE = re.compile(
+    r'^\{\d+\} (\S+) \[([\d.]+)s\] \.\.\. (ok|FAILED|SKIPPED|skip)',
+    re.MULTILINE,
+)
+COUNT_LINE = re.compile(r'^ - (Passed|Failed|Skipped): (\d+)$', re.MULTILINE)
+
+
+def busy_jiffies() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine since boot."""
+    with open('/proc/stat') as handle:
+        fields = [int(f) for f in handle.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle and iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def _next_index(directory: str) -> int:
+    """The next free part number; a part claims it by creating its log."""
+    index = 0
+    while True:
+        index += 1
+        try:
+            fd = os.open(
+                os.path.join(directory, '%02d.log' % index),
+                os.O_CREAT | os.O_EXCL | os.O_WRONLY,
+            )
+        except FileExistsError:
+            continue
+        os.close(fd)
+        return index
+
+
+def run(args: argparse.Namespace) -> int:
+    os.makedirs(args.dir, exist_ok=True)
+    index = _next_index(args.dir)
+    log_path = os.path.join(args.dir, '%02d.log' % index)
+    started = time.time()
+    start = time.monotonic()
+    busy0, total0 = busy_jiffies()
+    with open(log_path, 'wb') as log:
+        process = subprocess.Popen(
+            args.command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        assert process.stdout is not None
+        for line in process.stdout:
+            log.write(line)
+            if not args.quiet:
+                sys.stdout.buffer.write(line)
+                sys.stdout.buffer.flush()
+        # wait4, not Popen.wait: the rusage of the part's process tree.
+        _, status, usage = os.wait4(process.pid, 0)
+    wall = time.monotonic() - start
+    busy1, total1 = busy_jiffies()
+    code = os.waitstatus_to_exitcode(status)
+    jiffies = total1 - total0
+    figures = {
+        'name': args.name,
+        'command': args.command,
+        'exit': code,
+        'started': started,
+        'wall': round(wall, 1),
+        'cpu': round(usage.ru_utime + usage.ru_stime, 1),
+        # Busy cores of the whole machine while the part ran.
+        'machine_busy': round(
+            (busy1 - busy0) / jiffies * (os.cpu_count() or 1), 2
+        )
+        if jiffies
+        else 0.0,
+    }
+    with open(os.path.join(args.dir, '%02d.json' % index), 'w') as handle:
+        json.dump(figures, handle)
+    summary = 'ci part: %s: exit %d in %d s, %d CPU s\n' % (
+        args.name,
+        code,
+        wall,
+        figures['cpu'],
+    )
+    # One part's output at a time, whole, when parts run side by side.
+    with open(os.path.join(args.dir, 'print.lock'), 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if args.quiet:
+            sys.stdout.write('==== %s ====\n' % args.name)
+            sys.stdout.flush()
+            with open(log_path, 'rb') as log_file:
+                sys.stdout.buffer.write(log_file.read())
+        sys.stdout.write(summary)
+        sys.stdout.flush()
+    return code
+
+
+def _parts(directory: str) -> list[dict]:
+    parts = []
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith('.json'):
+            continue
+        with open(os.path.join(directory, name)) as handle:
+            part = json.load(handle)
+        with open(
+            os.path.join(directory, name[: -len('.json')] + '.log'),
+            'rb',
+        ) as handle:
+            part['text'] = handle.read().decode(errors='replace')
+        parts.append(part)
+    return sorted(parts, key=lambda p: p['started'])
+
+
+def report(args: argparse.Namespace) -> int:
+    parts = _parts(args.dir)
+    first = min((p['started'] for p in parts), default=time.time())
+    rows = []
+    durations = []
+    for part in parts:
+        counts = {'Passed': 0, 'Failed': 0, 'Skipped': 0}
+        for kind, number in COUNT_LINE.findall(part['text']):
+            counts[kind] += int(number)
+        for test, seconds, _ in TEST_LINE.findall(part['text']):
+            durations.append((float(seconds), test, part['name']))
+        rows.append(
+            (
+                part['name'],
+                str(part['exit']),
+                '%d' % (part['started'] - first),
+                '%d' % part['wall'],
+                '%d' % part['cpu'],
+                '%.2f' % part['machine_busy'],
+                str(counts['Passed']),
+                str(counts['Failed']),
+                str(counts['Skipped']),
+            )
+        )
+    header = (
+        'part',
+        'exit',
+        'start s',
+        'wall s',
+        'CPU s',
+        'busy cores',
+        'passed',
+        'failed',
+        'skipped',
+    )
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(9)]
+    print('CI parts (start: seconds after the first part began):')
+    for row in [header] + rows:
+        print(
+            '  '.join(
+                cell.ljust(w) if i == 0 else cell.rjust(w)
+                for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
+    end = max((p['started'] + p['wall'] for p in parts), default=first)
+    print(
+        'parts: %d s of wall time from the first start to the last end, '
+        '%d CPU s in all' % (end - first, sum(p['cpu'] for p in parts))
+    )
+    print('The 20 slowest tests:')
+    for seconds, test, name in sorted(durations, reverse=True)[:20]:
+        print('  %8.1f s  %s  (%s)' % (seconds, test, name))
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    commands = parser.add_subparsers(dest='action', required=True)
+    run_parser = commands.add_parser('run', help='run one part')
+    run_parser.add_argument('--dir', required=True)
+    run_parser.add_argument('--name', required=True)
+    run_parser.add_argument(
+        '--quiet',
+        action='store_true',
+        help='output to the log only (a part that runs beside others)',
+    )
+    run_parser.add_argument('command', nargs='+')
+    report_parser = commands.add_parser('report', help='the table')
+    report_parser.add_argument('--dir', required=True)
+    args = parser.parse_args()
+    return run(args) if args.action == 'run' else report(args)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
