@@ -21,12 +21,14 @@ they end instead), and writes DIR/<n>.json: exit status, wall seconds,
 the CPU seconds of the part's own processes, and how busy the machine
 was meanwhile.
 
-CPU seconds come from wait4(): the part's process and every descendant
-that was waited for (tox, stestr, its workers, the Ironic services and
-the coordination servers the tests start and stop). Servers that the
-machine runs for everyone (its PostgreSQL, its Redis) are not in them;
-the machine's busy core-seconds over the part's wall time (from
-/proc/stat) are, and so is every part that ran at the same time.
+CPU seconds are those of the part's whole process tree: tox, stestr,
+its workers, the Ironic services and the servers the tests start (the
+part's process is their subreaper, so that orphans such as Ironic's
+forked workers, whose parent a test kills, are waited for and
+counted). Servers that the machine runs for everyone (its PostgreSQL,
+its Redis) are not in them; the machine's busy cores over the part's
+wall time (from /proc/stat) are, and so is every part that ran at the
+same time.
 
 ``report`` prints a table of the parts, the tests each ran, and the 20
 slowest tests of the whole run, read from stestr's lines in the logs
@@ -37,13 +39,19 @@ virtual environment exists.
 """
 
 import argparse
+import ctypes
 import fcntl
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
+import threading
 import time
+import typing
+
+PR_SET_CHILD_SUBREAPER = 36
 
 TEST_LINE = re.compile(
     r'^\{\d+\} (\S+) \[([\d.]+)s\] \.\.\. (ok|FAILED|SKIPPED|skip)',
@@ -58,6 +66,55 @@ def busy_jiffies() -> tuple[int, int]:
         fields = [int(f) for f in handle.readline().split()[1:]]
     idle = fields[3] + fields[4]  # idle and iowait
     return sum(fields) - idle, sum(fields)
+
+
+def become_subreaper() -> None:
+    """Adopt the part's orphans: Ironic's forked workers outlive the
+    parent the tests kill, and only a waited-for process counts in
+    RUSAGE_CHILDREN. Linux only; elsewhere orphans go uncounted."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def reap_until(pid: int) -> int:
+    """Wait for every child, adopted ones too, until ``pid`` ends; its
+    wait status. Adopted processes still running then are not waited
+    for (a server a test left behind)."""
+    status = None
+    while status is None:
+        try:
+            ended, code = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        if ended == pid:
+            status = code
+    reap_ended()
+    assert status is not None
+    return status
+
+
+def reap_ended() -> None:
+    """Wait for the adopted processes that have ended."""
+    while True:
+        try:
+            ended, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if ended == 0:
+            return
+
+
+def _copy(
+    source: typing.IO[bytes], log: typing.IO[bytes], quiet: bool
+) -> None:
+    for line in source:
+        log.write(line)
+        if not quiet:
+            sys.stdout.buffer.write(line)
+            sys.stdout.buffer.flush()
 
 
 def _next_index(directory: str) -> int:
@@ -83,20 +140,23 @@ def run(args: argparse.Namespace) -> int:
     started = time.time()
     start = time.monotonic()
     busy0, total0 = busy_jiffies()
+    become_subreaper()
     with open(log_path, 'wb') as log:
         process = subprocess.Popen(
             args.command,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
         )
-        assert process.stdout is not None
-        for line in process.stdout:
-            log.write(line)
-            if not args.quiet:
-                sys.stdout.buffer.write(line)
-                sys.stdout.buffer.flush()
-        # wait4, not Popen.wait: the rusage of the part's process tree.
-        _, status, usage = os.wait4(process.pid, 0)
+        copier = threading.Thread(
+            target=_copy, args=(process.stdout, log, args.quiet)
+        )
+        copier.start()
+        status = reap_until(process.pid)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        # The output ends when the last process holding it ends.
+        copier.join()
+        reap_ended()
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = time.monotonic() - start
     busy1, total1 = busy_jiffies()
     code = os.waitstatus_to_exitcode(status)

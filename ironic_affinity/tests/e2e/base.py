@@ -25,6 +25,7 @@ import time
 
 from ironic_affinity.tests import base
 from ironic_affinity.tests.e2e import deployment
+from ironic_affinity.tests.e2e import machine_share
 
 # Conductor power sync runs every 2 s here: 3 rounds and some slack.
 SYNC_WINDOW = 7.0
@@ -74,6 +75,24 @@ def record(**figures):
 
 
 class TestCase(base.TestCase):
+    #: Whether the case measures seconds or rates against Ironic's
+    #: timers under CPU load of its own (machine_share.py): it runs
+    #: beside one other case at most, at a higher priority.
+    TIMED = False
+
+    def setUp(self):
+        super().setUp()
+        # Before any fixture: released after every process is stopped.
+        units = machine_share.TIMED_UNITS if self.TIMED else 1
+        held, waited = machine_share.acquire(units)
+        self.addCleanup(machine_share.release, held)
+        if waited > 1:
+            record(test=self.id(), waited_for_the_machine=round(waited, 1))
+        if self.TIMED:
+            restore = machine_share.raise_priority()
+            if restore is not None:
+                self.addCleanup(restore)
+
     def deploy(self, conductors, manager='affinity', **options):
         """Start the API and the given conductors; options go to
         deployment.Deployment."""

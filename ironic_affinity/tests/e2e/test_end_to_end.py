@@ -395,6 +395,7 @@ class EndToEndTestCase(base.TestCase):
             ),
             60,
             'three members after the backend came back',
+            interval=deployment.CLI_POLL,
         )
         # ...and nodes never moved, through the recovery either.
         for _ in range(10):
@@ -445,10 +446,20 @@ class EndToEndTestCase(base.TestCase):
             dep.start_conductor(2, **base.EDIT2[2])
             # Each new process is really in the group before the next
             # crash.
-            dep.wait(lambda b=before: joins() > b, 60, 'conductor2 to join')
+            dep.wait(
+                lambda b=before: joins() > b,
+                60,
+                'conductor2 to join',
+                interval=deployment.CLI_POLL,
+            )
         flapped = time.monotonic() - start
         self.assertLess(flapped, 90)
-        dep.wait(three_members, 60, 'exactly the three live members')
+        dep.wait(
+            three_members,
+            60,
+            'exactly the three live members',
+            interval=deployment.CLI_POLL,
+        )
         placed = self.wait_placed(expected)
         self.assert_power_sync(placed)
 

@@ -47,6 +47,8 @@ CANNOT_READ = 'Cannot read node affinity tags'
 
 
 class DatabaseOutageTestCase(base.TestCase):
+    TIMED = True
+
     def test_database_outage_drops_no_node(self):
         server = self.useFixture(postgres.PostgresServer())
         dep = self.deploy(
@@ -196,6 +198,8 @@ class DatabaseOutageTestCase(base.TestCase):
 
 
 class ViewsConvergeTestCase(base.TestCase):
+    TIMED = True
+
     # Processes standing for conductor1 and conductor2 each work the node
     # whenever their own view says it is theirs, as conductors' periodic
     # tasks do. Two run with the default watch interval: they show how

@@ -32,6 +32,8 @@ SYNC_INTERVAL = 10
 
 
 class KillUnderLoadTestCase(base.TestCase):
+    TIMED = True
+
     def test_kill_under_load_loses_nothing(self) -> None:
         dep = self.useFixture(load.LoadDeployment(sync_interval=SYNC_INTERVAL))
         dep.start_all(CONDUCTORS)

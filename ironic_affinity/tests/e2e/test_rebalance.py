@@ -27,6 +27,7 @@ import re
 import time
 
 from ironic_affinity.tests.e2e import base
+from ironic_affinity.tests.e2e import deployment
 from ironic_affinity.tests.e2e import load
 
 MOVING = 300
@@ -67,6 +68,8 @@ def moves_per_window(arrived, changed_at, period):
 
 
 class RebalanceTestCase(base.TestCase):
+    TIMED = True
+
     def placements(self):
         """Every node's conductor, as the API shows it, in one request."""
         status, body = self.dep._request('GET', '/v1/nodes/detail?limit=1000')
@@ -322,5 +325,10 @@ class RebalanceTestCase(base.TestCase):
                     return member['changes'][-1]['kind'] == 'changed'
             return False
 
-        self.dep.wait(published, 60, 'a change of %s published' % name)
+        self.dep.wait(
+            published,
+            60,
+            'a change of %s published' % name,
+            interval=deployment.CLI_POLL,
+        )
         return seen['at']
