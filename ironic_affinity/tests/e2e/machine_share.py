@@ -43,11 +43,14 @@ TIMED_NICE = -5
 _DIR = tempfile.gettempdir()  # before a test points TMPDIR elsewhere
 
 
-def _open(name: str) -> typing.IO[str]:
-    return open(os.path.join(_DIR, 'ironic-affinity-e2e-%s.lock' % name), 'w')
+def _open(directory: str, name: str) -> typing.IO[str]:
+    path = os.path.join(directory, 'ironic-affinity-e2e-%s.lock' % name)
+    return open(path, 'w')
 
 
-def acquire(units: int) -> tuple[list[typing.IO[str]], float]:
+def acquire(
+    units: int, directory: str = _DIR
+) -> tuple[list[typing.IO[str]], float]:
     """Hold ``units`` units; the files that hold them and the seconds
     waited.
 
@@ -58,13 +61,13 @@ def acquire(units: int) -> tuple[list[typing.IO[str]], float]:
     """
     start = time.monotonic()
     held: list[typing.IO[str]] = []
-    with _open('turnstile') as turnstile:
+    with _open(directory, 'turnstile') as turnstile:
         fcntl.flock(turnstile, fcntl.LOCK_EX)
         while True:
             for index in range(UNITS):
                 if len(held) == units:
                     break
-                handle = _open('unit-%d' % index)
+                handle = _open(directory, 'unit-%d' % index)
                 try:
                     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
