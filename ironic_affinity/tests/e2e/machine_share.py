@@ -23,8 +23,9 @@ not power-synced in a 7 s window.
 So every case holds units of one semaphore of the machine (flock on
 files in the temporary folder, shared by every Python and tox
 environment): an ordinary case one of UNITS, a timed case TIMED_UNITS.
-At most three ordinary cases run at once, and a timed case runs beside
-one ordinary case at most, never beside another timed case. A timed
+At most four ordinary cases run at once (one per release's suite in
+CI), and a timed case runs beside one ordinary case at most, never
+beside another timed case. A timed
 case also starts its processes at a higher priority (nice -5, where
 allowed): it keeps the CPU it needs, and what it measures is unchanged.
 A suite that runs alone never waits.
@@ -36,8 +37,8 @@ import tempfile
 import time
 import typing
 
-UNITS = 3
-TIMED_UNITS = 2
+UNITS = 4
+TIMED_UNITS = 3
 # Nice value of a timed case's processes (lower is sooner).
 TIMED_NICE = -5
 _DIR = tempfile.gettempdir()  # before a test points TMPDIR elsewhere

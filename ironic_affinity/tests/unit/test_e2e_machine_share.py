@@ -56,7 +56,7 @@ class MachineShareTestCase(base.TestCase):
         self.addCleanup(thread.join, FREED)
         return done, held
 
-    def test_three_ordinary_cases_at_once_and_no_fourth(self):
+    def test_one_ordinary_case_per_unit_and_no_more(self):
         first = [self.take(1) for _ in range(machine_share.UNITS)]
         fourth, _ = self.take_in_thread(1)
         self.assertFalse(fourth.wait(BLOCKED))
