@@ -189,7 +189,15 @@ def _schema_template(postgres: str, admin: sa.Engine) -> str:
     it. Dropped when the process ends.
     """
     if postgres in _TEMPLATES:
-        return _TEMPLATES[postgres]
+        # Unless the server is another one now (a test's own cluster,
+        # gone, and a new one on the same free port).
+        with admin.connect() as connection:
+            found = connection.execute(
+                sa.text('SELECT 1 FROM pg_database WHERE datname = :name'),
+                {'name': _TEMPLATES[postgres]},
+            ).first()
+        if found:
+            return _TEMPLATES[postgres]
     name = 'ironic_affinity_e2e_template_%s' % uuid.uuid4().hex[:10]
     with admin.connect() as connection:
         connection.execute(sa.text('CREATE DATABASE %s' % name))
