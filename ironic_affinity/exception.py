@@ -51,3 +51,7 @@ class UsageError(AffinityError):
 
 class BackendLibraryMissing(AffinityError):
     """The coordination backend's client library is not installed."""
+
+
+class NodeTagsUnreadable(AffinityError):
+    """A node's tags are needed and its row cannot be read."""

@@ -36,6 +36,8 @@ from ironic_affinity.membership import view
 def _membership(
     conf: cfg.ConfigOpts, snapshot: view.Snapshot
 ) -> dict[str, Any]:
+    # From the view itself, not the placement state's copy of it: a
+    # failed read changes no member, so it rebuilds no state.
     age = snapshot.age()
     return {
         'backend': backend.redact(backend.backend_url(conf)),
@@ -95,7 +97,7 @@ def node_affinity(
         not_members=sorted(
             state.hosts(driver, group, True) - state.members.members.keys()
         ),
-        membership=_membership(conf, state.members),
+        membership=_membership(conf, services.view.snapshot()),
     )
     return result
 
@@ -131,7 +133,8 @@ def deployment_affinity(
     checked = report.check(deployment.conductors, deployment.nodes)
     return {
         'membership': dict(
-            _membership(conf, snapshot), rejected=dict(snapshot.rejected)
+            _membership(conf, services.view.snapshot()),
+            rejected=dict(snapshot.rejected),
         ),
         'members': members,
         'not_members': sorted(deployment.not_members),

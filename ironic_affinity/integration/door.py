@@ -32,6 +32,7 @@ configuration and to the JSON-patch library Ironic itself applies.
 from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Sequence
+import contextlib
 import dataclasses
 import io
 import json
@@ -46,6 +47,8 @@ from ironic_affinity.integration import subrequest
 WSGIApp = subrequest.WSGIApp
 # (document, patch) -> patched copy; raises PatchFailed.
 PatchApplier = Callable[[Any, list[Any]], Any]
+# A node create's body -> what holds while Ironic handles it.
+Creating = Callable[[dict[str, Any]], contextlib.AbstractContextManager[None]]
 
 FIELD = 'extra'
 # Ironic's own default bound on a JSON body ([api]max_json_body_size),
@@ -324,14 +327,19 @@ class Door:
         key: Callable[[], str],
         max_body: Callable[[], int],
         apply: PatchApplier,
+        creating: Creating | None = None,
     ) -> None:
         """:param key: the ``extra`` key holding the tags, read per request.
         :param max_body: the body bound in bytes, read per request.
-        :param apply: applies a JSON patch as Ironic does."""
+        :param apply: applies a JSON patch as Ironic does.
+        :param creating: given a node create's body (its tags checked),
+            what holds while Ironic handles it, so that the node is
+            placed by those tags before its row exists."""
         self.app = app
         self.key = key
         self.max_body = max_body
         self.apply = apply
+        self.creating = creating
 
     def __call__(
         self, environ: dict[str, Any], start_response: Callable[..., Any]
@@ -356,6 +364,15 @@ class Door:
         error = self._check(found, environ, body)
         if error is not None:
             return refuse('400 Bad Request', error, start_response)
+        if found.create and self.creating is not None and body:
+            document = decode(body, environ.get('CONTENT_TYPE', ''))
+            if isinstance(document, dict):
+                with self.creating(document):
+                    # Drained inside: the creation is routed (and its
+                    # answer made) while the application is iterated.
+                    return [
+                        subrequest.drain(self.app(environ, start_response))
+                    ]
         return self.app(environ, start_response)
 
     def _check(

@@ -176,6 +176,24 @@ def nodes_by_ident(
     return list(connection.execute(query))
 
 
+def nodes_by_uuid(
+    connection: sa.Connection, uuid: str, columns: Sequence[str]
+) -> list[sa.Row[Any]]:
+    """Columns of the node with this uuid (none or one row), by Ironic's
+    unique index on uuid: never a node of that name."""
+    query = sa.select(*(NODES.c[name] for name in columns)).where(
+        NODES.c.uuid == uuid
+    )
+    return list(connection.execute(query))
+
+
+def error_text(exc: Exception) -> str:
+    """A database error on one line, without the SQL SQLAlchemy appends."""
+    driver_error = getattr(exc, 'orig', None)  # a DBAPIError's cause
+    text = str(exc if driver_error is None else driver_error)
+    return ' '.join(text.split()) or type(exc).__name__
+
+
 class IronicDatabase:
     """One engine on Ironic's database, and what is read through it."""
 

@@ -31,6 +31,7 @@ the node, or list the conductors.
 
 from collections.abc import Callable
 from collections.abc import Iterable
+import contextlib
 from typing import Any
 
 from ironic.conf import CONF
@@ -40,8 +41,10 @@ from oslo_log import log
 from ironic_affinity.integration import affinity_answers
 from ironic_affinity.integration import affinity_api
 from ironic_affinity.integration import door
+from ironic_affinity.integration import fresh_nodes
 from ironic_affinity.integration import json_patch
 from ironic_affinity.integration import loader
+from ironic_affinity.integration import node_tags
 from ironic_affinity.integration import process_services
 from ironic_affinity.integration import write_notices
 from ironic_affinity.membership import service
@@ -68,6 +71,34 @@ def max_body() -> int:
 def _note_written(node: str) -> None:
     if CONF.affinity.hash_ring_manager == 'affinity':
         service.note_node_written(CONF, node)
+        services = process_services.if_started()
+        if services is not None and node_tags.is_uuid(node):
+            # This process places the node by its new row at once; the
+            # others when the notice has gone round.
+            services.node_tags.written(node)
+
+
+def _creating(
+    document: dict[str, Any],
+) -> contextlib.AbstractContextManager[None]:
+    """While Ironic creates the node of this body (the door has checked
+    its tags): this process places it by them."""
+    if CONF.affinity.hash_ring_manager != 'affinity':
+        return contextlib.nullcontext()
+    extra = document.get(door.FIELD)
+    try:
+        node_tags_ = node_tags.tags_from_extra(extra, tags_key(), 'in request')
+    except ValueError:
+        return contextlib.nullcontext()  # Ironic refuses the body itself
+    driver = document.get('driver')
+    group = document.get('conductor_group') or CONF.default_conductor_group
+    return fresh_nodes.creating(
+        node_tags.NodeFacts(
+            driver if isinstance(driver, str) else '',
+            group.lower() if isinstance(group, str) else '',
+            node_tags_,
+        )
+    )
 
 
 class AffinityMiddleware:
@@ -76,7 +107,9 @@ class AffinityMiddleware:
     def __init__(self, app: WSGIApp) -> None:
         loader.install()
         self.app = app
-        self.door = door.Door(app, tags_key, max_body, json_patch.apply_patch)
+        self.door = door.Door(
+            app, tags_key, max_body, json_patch.apply_patch, _creating
+        )
         # Outside the door: a write it refuses is no news.
         self.notices = write_notices.WriteNotices(self.door, _note_written)
         # The process's services start at the first affinity request, in

@@ -77,6 +77,7 @@ from ironic_affinity import exception
 from ironic_affinity import outage
 from ironic_affinity import profile
 from ironic_affinity import tags
+from ironic_affinity.integration import fresh_nodes
 from ironic_affinity.integration import ironic_db
 from ironic_affinity.membership import change_notices
 from ironic_affinity.membership import tag_board
@@ -151,13 +152,6 @@ def _batches(connection: sa.Connection) -> Iterator[Sequence[sa.Row[Any]]]:
         time.sleep(0)
 
 
-def _reason(exc: Exception) -> str:
-    """The error on one line, without the SQL SQLAlchemy appends."""
-    driver_error = getattr(exc, 'orig', None)  # a DBAPIError's cause
-    text = str(exc if driver_error is None else driver_error)
-    return ' '.join(text.split()) or type(exc).__name__
-
-
 def _bucketed(rows: Iterable[tuple[str, str]]) -> list[tag_board.Bucket]:
     """(uuid, tags as text) rows split into the published buckets."""
     buckets: list[tag_board.Bucket] = [{} for _ in range(BUCKETS)]
@@ -179,7 +173,7 @@ def _published_text(facts: NodeFacts) -> str:
     )
 
 
-def _is_uuid(ident: str) -> bool:
+def is_uuid(ident: str) -> bool:
     # Ironic reads an identifier shaped like a uuid as one, never as a
     # name.
     try:
@@ -257,6 +251,13 @@ class NodeTagCache:
         #: Called after each successful refresh with its seconds, the
         #: nodes held and whether it read every row (metrics).
         self.observer: Callable[[float, int, bool], None] | None = None
+        #: Nodes read by this process ahead of what is published: see
+        #: :meth:`lookup`. Kept until published, or for as long as a
+        #: change takes to reach every process (two intervals) and one
+        #: more.
+        self.fresh = fresh_nodes.FreshNodes(
+            self._read_one, lambda: 3 * self.interval, clock=clock
+        )
 
     @property
     def leading(self) -> bool:
@@ -299,7 +300,7 @@ class NodeTagCache:
                 'Cannot read node affinity tags from the database '
                 'either (%(error)s): nodes are placed as not yet '
                 'known until one of them answers',
-                {'error': _reason(exc)},
+                {'error': ironic_db.error_text(exc)},
             )
 
     def stop(self) -> None:
@@ -312,11 +313,48 @@ class NodeTagCache:
 
     def get(self, uuid: str) -> frozenset[str] | None:
         """The node's tags, or None for a node not read yet."""
-        found = self._buckets[tag_board.bucket_of(uuid)].get(uuid)
+        found = self.facts(uuid)
         return None if found is None else found.tags
 
     def facts(self, uuid: str) -> NodeFacts | None:
-        """All that is held of the node, or None for a node not read yet."""
+        """All that is held of the node, or None for a node not read yet;
+        what this process read itself wins over what was published until
+        the publication catches up (see :meth:`lookup`)."""
+        held = self._held(uuid)
+        if self.fresh:
+            return self.fresh.held(uuid, held)  # type: ignore[no-any-return]
+        return held
+
+    def lookup(self, uuid: str) -> frozenset[str] | None:
+        """The node's tags, read from its row first if they are not held.
+
+        This is what placement asks: no node is placed without the tags
+        that are in the database, even in the seconds before the node
+        is published. None for a node that is not in the database (a
+        creation routed before its row exists); tags of the type
+        :class:`~ironic_affinity.integration.fresh_nodes.BeingCreated`
+        for the node this thread is creating.
+
+        :raises: NodeTagsUnreadable when the row must be read and cannot.
+        """
+        found = self.fresh.lookup(uuid, self._held(uuid))
+        return None if found is None else found.tags
+
+    def written(self, uuid: str) -> None:
+        """This process has just created or updated the node through
+        Ironic's API: place it by what its row holds now."""
+        self.fresh.written(uuid)
+
+    def _read_one(self, uuid: str) -> NodeFacts | None:
+        """The facts in one node's row, by uuid; None without one."""
+        with self.database.engine.connect() as connection:
+            rows = ironic_db.nodes_by_uuid(connection, uuid, COLUMNS)
+        if not rows:
+            return None
+        found_uuid, *values = rows[0]
+        return self._facts(self._canonical(found_uuid, *values))
+
+    def _held(self, uuid: str) -> NodeFacts | None:
         return self._buckets[tag_board.bucket_of(uuid)].get(uuid)
 
     def nodes(self) -> list[tuple[str, NodeFacts]]:
@@ -365,7 +403,7 @@ class NodeTagCache:
                 'Cannot read node affinity tags from the database '
                 '(%(error)s); placing with the last known tags of '
                 '%(count)d nodes until it answers again.',
-                {'error': _reason(exc), 'count': len(self)},
+                {'error': ironic_db.error_text(exc), 'count': len(self)},
             )
             return
         except tag_board.LockLost:
@@ -391,6 +429,7 @@ class NodeTagCache:
                 },
             )
             return
+        self.fresh.prune(self._held)
         self._backend_outage.recovered(
             'Node affinity tags readable from the coordination backend '
             'again after %(seconds).0f s',
@@ -521,7 +560,7 @@ class NodeTagCache:
             bucket(uuid)[uuid] = self._canonical(uuid, *values)
         for ident in idents:
             # A uuid noted but not found: the node was deleted.
-            if _is_uuid(ident) and ident not in found:
+            if is_uuid(ident) and ident not in found:
                 bucket(ident).pop(ident, None)
         for number in list(changed):
             if changed[number] == published[number]:

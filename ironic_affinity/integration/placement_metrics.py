@@ -79,6 +79,7 @@ from ironic_affinity import report
 from ironic_affinity import rollout_capacity
 from ironic_affinity.integration import live
 from ironic_affinity.integration import placement_state
+from ironic_affinity.membership import lease
 from ironic_affinity.membership import view
 
 LOG = log.getLogger(__name__)
@@ -113,6 +114,7 @@ class PlacementReporter:
         interval: Callable[[], float],
         places: Callable[[], bool] = lambda: False,
         wall_clock: Callable[[], float] = time.time,
+        own_lease: Callable[[], lease.Lease | None] = lambda: None,
     ) -> None:
         """:param current: the process's placement state now.
         :param read_deployment: every node and live conductor, as the
@@ -120,6 +122,7 @@ class PlacementReporter:
         :param places: whether to place every node and report placement
             too (in API processes).
         :param wall_clock: seconds since the epoch, for rollouts.
+        :param own_lease: this process's conductor's lease, if any.
         """
         self.sink = sink
         self._current = current
@@ -131,6 +134,7 @@ class PlacementReporter:
         self._placed: dict[str, str | None] | None = None
         self._loads: dict[str, int] = {}
         self._wall_clock = wall_clock
+        self._own_lease = own_lease
         # Whether the last report was during a rollout.
         self._rolling = False
         self._outage = outage.Outage(LOG)
@@ -175,6 +179,14 @@ class PlacementReporter:
         age = snapshot.age()
         if age is not None:
             self.sink.send_gauge('membership.view_age', round(age, 3))
+        # The view itself, not the state's copy: a failed read changes
+        # no member, so the state is not rebuilt for it.
+        self.sink.send_gauge(
+            'membership.stale', int(self._view.snapshot().stale)
+        )
+        own = self._own_lease()
+        if own is not None:
+            self.sink.send_gauge('membership.stood_down', int(own.lapsed()))
         errors = self._view.read_errors
         self.sink.send_counter(
             'membership.read_errors', errors - self._errors_sent

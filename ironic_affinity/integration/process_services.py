@@ -39,6 +39,7 @@ from ironic_affinity.integration import orphans
 from ironic_affinity.integration import placement_metrics
 from ironic_affinity.integration import placement_state
 from ironic_affinity.membership import backend
+from ironic_affinity.membership import lease
 from ironic_affinity.membership import service
 from ironic_affinity.membership import tag_board
 from ironic_affinity.membership import view
@@ -128,6 +129,7 @@ class ProcessServices:
                 places=lambda: (
                     _API_PROCESS or conf.metrics.backend == 'collector'
                 ),
+                own_lease=lease.own,
             )
             self.node_tags.observer = self.reporter.observe_tags
 

@@ -26,10 +26,14 @@ from collections.abc import Iterable
 import time
 
 from ironic_affinity import engine
+from ironic_affinity import exception
 from ironic_affinity import profile
 from ironic_affinity import rendezvous
 from ironic_affinity import rollout
+from ironic_affinity.integration import fresh_nodes
 
+#: A node's tags by uuid: None for a node not in the database; raises
+#: NodeTagsUnreadable (see node_tags.NodeTagCache.lookup).
 NodeLookup = Callable[[str], frozenset[str] | None]
 #: Where a node goes under capacity: (uuid, request) -> conductor.
 CapacityLookup = Callable[[str, profile.NodeRequest], str | None]
@@ -106,24 +110,22 @@ class AffinityRing:
         """
         uuid = data.decode('utf-8') if isinstance(data, bytes) else data
         ignored = set(ignore_nodes or ())
-        node_tags = self._node_tags(uuid)
+        try:
+            node_tags = self._node_tags(uuid)
+        except exception.NodeTagsUnreadable as exc:
+            # Placed by no tags would break its hard tags: nobody works
+            # it until its row can be read (the database is away, and
+            # Ironic with it).
+            return NoValidConductor(str(exc), self._error)
         if node_tags is None:
-            # Not read from the database yet: Ironic routes a node's
-            # creation before its row exists. Any live conductor of the
-            # ring is a valid destination, in rendezvous order over all
-            # of them so that replicas and ignore_nodes mean what they
-            # mean for a known node; the node is placed by its tags once
-            # they are read, within [affinity]node_tags_interval.
-            order = [
-                c
-                for c in rendezvous.ranking(
-                    uuid.encode('utf-8'), sorted(self.nodes)
-                )
-                if c not in ignored
-            ]
-            if order:
-                return set(order[:replicas])
-            node_tags = frozenset()
+            # No such node in the database: Ironic routes a creation
+            # before the row exists, and when no API process of ours saw
+            # what it creates (fresh_nodes.creating), all that happens
+            # there is the row's insert. Any live conductor is a valid
+            # destination, in rendezvous order over all of them so that
+            # replicas and ignore_nodes mean what they mean for a known
+            # node; the node is placed by its tags from its row on.
+            return self._hashed(uuid, ignored, replicas)
         node = self.request(uuid, node_tags)
         assigned = None
         if self._under_capacity is not None:
@@ -159,8 +161,28 @@ class AffinityRing:
                 order = [assigned] + [c for c in order if c != assigned]
             if order:
                 return set(order[:replicas])
+        if isinstance(node_tags, fresh_nodes.BeingCreated):
+            # Created with tags no live conductor accepts: the creation
+            # (the row's insert) still goes through, and the node is an
+            # orphan from its first lookup on, with the reason.
+            return self._hashed(uuid, ignored, replicas)
         reason = self._on_orphan(node.name, self.placer.evaluate(node))
         return NoValidConductor(reason, self._error)
+
+    def _hashed(self, uuid: str, ignored: set[str], replicas: int) -> set[str]:
+        """Conductors by hashing alone, as for a node without a row."""
+        order = [
+            c
+            for c in rendezvous.ranking(
+                uuid.encode('utf-8'), sorted(self.nodes)
+            )
+            if c not in ignored
+        ]
+        if order:
+            return set(order[:replicas])
+        return NoValidConductor(
+            'every conductor of the ring is ignored', self._error
+        )
 
 
 class UnreachableRing:

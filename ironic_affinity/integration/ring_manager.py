@@ -111,7 +111,7 @@ class AffinityHashRingManager:
             driver_name,
             group.lower(),
             live,
-            services.node_tags.get,
+            services.node_tags.lookup,
             services.orphans.excluded,
             _no_valid_host,
             under_capacity,

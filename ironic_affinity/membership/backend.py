@@ -12,6 +12,7 @@
 
 """The coordination backend: its URL, and tooz coordinators on it."""
 
+import contextlib
 import os
 from typing import Any
 import urllib.parse
@@ -169,11 +170,24 @@ def discard(coordinator: coordination.CoordinationDriver) -> None:
     after the server is back, and then deletes the entry that late, so
     the member vanishes from views well after they stopped holding it.
     So the client is told it joined nothing before it stops.
+
+    And tooz's Redis driver's stop deletes the heartbeat key of its
+    member id, which a newer client of the same member has set by then
+    when the old one was given up on during an outage: readers would
+    then drop the live member until it joins again. So that driver's
+    Redis client is taken from it before it stops, and closed here.
     """
     joined = getattr(coordinator, '_joined_groups', None)
     if isinstance(joined, set):
         joined.clear()
+    redis_client = None
+    if type(coordinator).__module__ == 'tooz.drivers.redis':
+        redis_client = getattr(coordinator, '_client', None)
+        coordinator._client = None  # type: ignore[attr-defined]
     try:
         coordinator.stop()
     except Exception:  # noqa: BLE001, S110 - discarding it anyway
         pass
+    if redis_client is not None:
+        with contextlib.suppress(Exception):
+            redis_client.connection_pool.disconnect()

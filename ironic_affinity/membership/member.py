@@ -46,6 +46,7 @@ from tooz import coordination
 from ironic_affinity import outage
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import deadline
+from ironic_affinity.membership import lease as lease_module
 from ironic_affinity.membership import reading
 
 LOG = log.getLogger(__name__)
@@ -73,6 +74,7 @@ class Member:
         clock: outage.Clock = time.monotonic,
         call_deadline: float | None = None,
         compose: Compose | None = None,
+        lease: lease_module.Lease | None = None,
     ) -> None:
         """:param published: the capabilities to publish (JSON-able).
         :param compose: makes what is published from ``published`` and
@@ -82,7 +84,9 @@ class Member:
         :param clock: what measures outages; tests pass a fake one.
         :param call_deadline: seconds a heartbeat or a client's start may
             take before the client is given up; the member timeout by
-            default: past it the entry is lost or about to be anyway."""
+            default: past it the entry is lost or about to be anyway.
+        :param lease: renewed by each acknowledged heartbeat (see
+            membership/lease.py)."""
         self.url = url
         self.group = group.encode('utf-8')
         self.name = name
@@ -93,6 +97,7 @@ class Member:
             float(timeout) if call_deadline is None else call_deadline
         )
         self._capabilities = published
+        self.lease = lease
         self._compose = compose
         self._published: dict[str, object] | None = None
         self._coordinator: coordination.CoordinationDriver | None = None
@@ -157,9 +162,14 @@ class Member:
 
     def _beat(self) -> None:
         client = self._client()
+        # Timed from before it is sent: the backend keeps the member for
+        # the timeout from when it receives the beat, which is later.
+        sent = self.lease.clock() if self.lease is not None else 0.0
         # Beat before joining: a reader that sees a member without a beat
         # takes it for dead (the Redis driver even deletes it).
         self._within(client, client.heartbeat)
+        if self.lease is not None:
+            self.lease.renewed(sent)
         members = self._members()
         if self.name not in members:
             # A first join, or a join again after our entry was lost

@@ -40,6 +40,7 @@ from ironic_affinity import rollout
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import capabilities
 from ironic_affinity.membership import change_notices
+from ironic_affinity.membership import lease
 from ironic_affinity.membership import member
 from ironic_affinity.membership import reading
 from ironic_affinity.membership import view
@@ -55,6 +56,7 @@ def member_view(conf: cfg.ConfigOpts) -> view.MemberView:
         group.group_name,
         group.watch_interval,
         group.member_timeout,
+        own_lease=lease.own,
     )
 
 
@@ -156,6 +158,12 @@ class ConductorMembership:
         self.conductor_group = conductor_group
         current = self._profile()
         group = conf.affinity
+        #: Until it runs out, this conductor places nodes on itself.
+        self.lease = lease.Lease(
+            name,
+            group.member_timeout,
+            lease.margin_for(group.member_timeout, group.heartbeat_interval),
+        )
         self.member = member.Member(
             backend.backend_url(conf),
             group.group_name,
@@ -164,6 +172,7 @@ class ConductorMembership:
             group.heartbeat_interval,
             group.member_timeout,
             compose=self._compose,
+            lease=self.lease,
         )
 
     def _compose(
@@ -204,6 +213,9 @@ class ConductorMembership:
 
     def start(self) -> None:
         self.conf.register_mutate_hook(self._reloaded)
+        # The process's member view leaves this conductor out while its
+        # lease has run out (membership/view.py).
+        lease.set_own(self.lease)
         self.member.start()
 
     def stop(self) -> None:
@@ -219,6 +231,7 @@ class ConductorMembership:
         if reloading:
             self.member.hand_over()
         else:
+            self.lease.end()
             self.member.stop()
 
     def _reloaded(self, conf: cfg.ConfigOpts, changed: Any) -> None:

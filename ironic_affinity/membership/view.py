@@ -46,6 +46,7 @@ from ironic_affinity import outage
 from ironic_affinity import profile
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import capabilities
+from ironic_affinity.membership import lease
 from ironic_affinity.membership import reading
 
 LOG = log.getLogger(__name__)
@@ -105,16 +106,24 @@ class MemberView:
         watch_interval: float,
         timeout: int,
         clock: outage.Clock = time.monotonic,
+        own_lease: Callable[[], lease.Lease | None] = lambda: None,
     ) -> None:
         """:param clock: what times outages and holds and stamps
         ``read_at``; tests pass a fake one (``Snapshot.age()`` assumes
-        the default)."""
+        the default). The same clock as the lease's.
+        :param own_lease: this process's own membership, if it is a
+            conductor's: while it has run out, the view leaves this
+            conductor out, as the other processes' views do."""
         self.url = url
         self.group = group.encode('utf-8')
         self.watch_interval = watch_interval
         self.timeout = timeout
         self._clock = clock
         self._snapshot = EMPTY
+        self._own_lease = own_lease
+        # Whether this process's conductor is left out as stood down;
+        # None until its first heartbeat.
+        self._stood_down: bool | None = None
         self._coordinator: coordination.CoordinationDriver | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -136,8 +145,72 @@ class MemberView:
         self._reader_lock = threading.Lock()
 
     def snapshot(self) -> Snapshot:
-        """The latest view. Atomic: one attribute read."""
-        return self._snapshot
+        """The latest view. Atomic: one attribute read, and while this
+        process is a conductor, one look at its lease's clock."""
+        snap = self._snapshot
+        own = self._own_lease()
+        if own is None or own.name not in snap.members or not own.lapsed():
+            return snap
+        return self._stand_down(own)
+
+    def _stand_down(self, own: lease.Lease) -> Snapshot:
+        """Leave this conductor out at once: its lease ran out between
+        two reads, or while a read waits for a backend that is away."""
+        with self._changed:
+            snap = self._snapshot
+            if own.name in snap.members:
+                members = dict(snap.members)
+                del members[own.name]
+                snap = dataclasses.replace(
+                    snap,
+                    version=snap.version + 1,
+                    members=types.MappingProxyType(members),
+                    held=snap.held - {own.name},
+                )
+                self._snapshot = snap
+                self._changed.notify_all()
+                self._note_own(own, counted=False)
+            return snap
+
+    def _counts_itself(self, own: lease.Lease, read_started: float) -> bool:
+        """Whether a read begun at ``read_started`` that shows this
+        conductor may place nodes on it: only within its lease, and only
+        a read begun after the heartbeat that started the lease, so that
+        a view read before a heal does not bring it back early."""
+        return (
+            not own.lapsed()
+            and own.resumed_at is not None
+            and read_started >= own.resumed_at
+        )
+
+    def _note_own(self, own: lease.Lease, counted: bool) -> None:
+        if self._stood_down is (not counted):
+            return
+        was_down, self._stood_down = self._stood_down, not counted
+        if counted:
+            if was_down:
+                LOG.info(
+                    'Conductor %(name)s is back in the affinity group: it '
+                    'places its nodes on itself again',
+                    {'name': own.name},
+                )
+            return
+        age = own.age()
+        if age is None:
+            return  # starting or stopping: no lease is news
+        LOG.warning(
+            'Conductor %(name)s has had no heartbeat acknowledged by the '
+            'coordination backend for %(age)s: the other processes drop '
+            'it within %(margin).1f s. Standing down: it places nodes as '
+            'they do without it, and works none in periodic tasks, until '
+            'a heartbeat is acknowledged and it is seen in the group '
+            'again.',
+            {
+                'name': own.name,
+                'age': '%.1f s' % age,
+                'margin': own.margin,
+            },
+        )
 
     def start(self) -> None:
         """Read once now (for at most the member timeout), then keep
@@ -229,12 +302,13 @@ class MemberView:
         version.
         """
         with self._reading:
+            started = self._clock()
             try:
                 raw = self._read()
             except Exception as exc:  # noqa: BLE001 - any failure is an outage
                 snapshot = self._publish_failure(exc)
             else:
-                snapshot = self._publish(raw)
+                snapshot = self._publish(raw, started)
             if self._stop.is_set():
                 # stop() could not discard the coordinator while we read.
                 self._discard_coordinator()
@@ -276,9 +350,23 @@ class MemberView:
         self._warned = rejected.copy()
         return members, rejected
 
-    def _publish(self, raw: dict[str, object] | None) -> Snapshot:
+    def _publish(
+        self, raw: dict[str, object] | None, started: float
+    ) -> Snapshot:
         now = self._clock()
         members, rejected = self._decode(raw or {})
+        with self._changed:
+            return self._publish_locked(raw, members, rejected, started, now)
+
+    def _publish_locked(
+        self,
+        raw: dict[str, object] | None,
+        members: dict[str, profile.ConductorProfile],
+        rejected: dict[str, str],
+        started: float,
+        now: float,
+    ) -> Snapshot:
+        # Under the lock: _stand_down may replace the snapshot meanwhile.
         previous = self._snapshot
         vanished = raw is None
         # The group vanishing is news once, not on every read after it:
@@ -299,6 +387,13 @@ class MemberView:
             # timeout to give up on its old connection before it rejoins.
             self._hold_until = now + HOLD_TIMEOUTS * self.timeout
         held = self._add_held(members, rejected, now)
+        own = self._own_lease()
+        if own is not None and own.name in members:
+            counted = self._counts_itself(own, started)
+            self._note_own(own, counted)
+            if not counted:
+                del members[own.name]
+                held -= {own.name}
         changed = (
             dict(previous.members) != members
             or dict(previous.rejected) != rejected
@@ -310,7 +405,8 @@ class MemberView:
             read_at=now,
             held=held,
         )
-        self._set(snapshot)
+        self._snapshot = snapshot
+        self._changed.notify_all()
         return snapshot
 
     def _add_held(
@@ -348,14 +444,12 @@ class MemberView:
         if not started and self._outage.duration() > self.timeout:
             # Start again from a fresh client after a long outage.
             self._discard_coordinator()
-        snapshot = dataclasses.replace(previous, error=error)
-        self._set(snapshot)
-        return snapshot
-
-    def _set(self, snapshot: Snapshot) -> None:
         with self._changed:
+            # The latest, which _stand_down may have replaced meanwhile.
+            snapshot = dataclasses.replace(self._snapshot, error=error)
             self._snapshot = snapshot
             self._changed.notify_all()
+        return snapshot
 
     def _discard_coordinator(self) -> None:
         if self._coordinator is not None:

@@ -25,6 +25,21 @@ from ironic_affinity.tests.e2e import deployment
 
 # How long the coordination backend is stopped in the outage test.
 OUTAGE = 30.0
+# Seconds after the backend stops by which every conductor has stood
+# down: its lease runs out member_timeout less the margin (5 - 2) after
+# its last acknowledged heartbeat, at most a heartbeat interval before
+# the stop; and one power sync begun before may still be logged.
+STOOD_DOWN = 5.0
+# The RFE's final example's nodes: (node1, node2, node3).
+EDIT2_NODES = (
+    'rack10, network1, datacenter1',
+    'rack20, network3, datacenter1',
+    'rack30, network1, datacenter2',
+)
+# Seconds after their creation that new nodes' placement is sampled: a
+# node used to be placed by hashing until every process had read it, 1.2
+# to 1.5 s after its creation on this machine.
+FIRST_SECONDS = 4
 
 
 class EndToEndTestCase(base.TestCase):
@@ -75,19 +90,49 @@ class EndToEndTestCase(base.TestCase):
         self.assertLess(seconds, 15)
         self.assert_power_sync(after)
 
-    def test_rfe_edit2_and_tag_change(self):
-        dep = self.deploy(base.EDIT2)
-        node1 = dep.create_node('node1', 'rack10, network1, datacenter1')
-        node2 = dep.create_node('node2', 'rack20, network3, datacenter1')
-        node3 = dep.create_node('node3', 'rack30, network1, datacenter2')
+    def create_edit2_nodes(self, dep, expected=(1, 1, 3), suffix=''):
+        """The RFE's three nodes, created at once and watched from their
+        creation on: neither the API nor any conductor's power sync may
+        place one, even once, on a conductor its hard tags exclude
+        (conductor1 and 2 require datacenter1, conductor3 datacenter2;
+        conductor2 refuses network3).
+
+        :param expected: the conductor each node ends on, by index.
+        """
+        since_creation = dep.log_offsets()
+        node1 = dep.create_node('node1' + suffix, EDIT2_NODES[0])
+        node2 = dep.create_node('node2' + suffix, EDIT2_NODES[1])
+        node3 = dep.create_node('node3' + suffix, EDIT2_NODES[2])
+        forbidden = {
+            node1: {self.name(3)},
+            node2: {self.name(2), self.name(3)},
+            node3: {self.name(1), self.name(2)},
+        }
+        # The API's answer, twice a second from the creations on.
+        for _ in range(2 * FIRST_SECONDS):
+            for node, refused in forbidden.items():
+                self.assertNotIn(dep.conductor_of(node), refused, node)
+            time.sleep(0.5)
         placed = self.wait_placed(
             {
-                node1: {self.name(1)},
-                node2: {self.name(1)},
-                node3: {self.name(3)},
+                node: {self.name(index)}
+                for node, index in zip(
+                    (node1, node2, node3), expected, strict=True
+                )
             }
         )
         self.assert_power_sync(placed)
+        # No conductor ran a power sync of a node its hard tags exclude.
+        synced = dep.power_synced_since(since_creation)
+        for node, refused in forbidden.items():
+            self.assertFalse(synced.get(node, set()) & refused, node)
+        return node1, node2, node3
+
+    def test_rfe_edit2_and_tag_change(self):
+        # The nodes are created the moment Ironic lists the conductors
+        # alive: no process has read them yet.
+        dep = self.deploy(base.EDIT2)
+        node1, node2, node3 = self.create_edit2_nodes(dep)
         # What-if through the live command: conductor1 dies.
         result = dep.cli(
             'plan', '--live', '--down', self.name(1), '-f', 'json'
@@ -124,6 +169,9 @@ class EndToEndTestCase(base.TestCase):
             }
         )
         self.assert_power_sync(moved)
+        # The same nodes created again, in a deployment that has
+        # settled: every process follows the tags published by then.
+        self.create_edit2_nodes(dep, expected=(2, 1, 3), suffix='-settled')
 
     def test_reload_moves_no_other_node(self):
         # A tag reload that concerns no node moves no node, although
@@ -158,15 +206,14 @@ class EndToEndTestCase(base.TestCase):
 
     def test_orphan_refused_then_recovered(self):
         dep = self.deploy(base.EDIT2)
-        node = dep.create_node('orphan', 'rack30, network2, datacenter2')
-        # Until the API's tag cache has the new node (the create's notice:
-        # within about two node_tags_interval, more under load), it is
-        # routed as one not yet read, to any live conductor.
-        dep.wait(
-            lambda: dep.conductor_of(node) is None,
-            30,
-            'the new node read as an orphan',
-        )
+        # Created (its insert goes to a conductor picked by hashing), and
+        # an orphan from its first lookup on: its tags are read from its
+        # row before anything places it.
+        status, body = dep.post_node('orphan', 'rack30, network2, datacenter2')
+        self.assertEqual(201, status, body)
+        self.assertIsNone(body.get('conductor'), body)
+        node = body['uuid']
+        self.assertIsNone(dep.conductor_of(node))
         status, body = dep.patch_node(node, 'note', 'x')
         message = json.dumps(body)
         self.assertIn(status, (400, 404, 409), message)
@@ -374,14 +421,39 @@ class EndToEndTestCase(base.TestCase):
         }
         placed = self.wait_placed(nodes)
         dep.redis.stop()
-        deadline = time.monotonic() + OUTAGE
+        stopped = time.monotonic()
+        deadline = stopped + OUTAGE
+        cut_off = None
         while time.monotonic() < deadline:
+            if cut_off is None and time.monotonic() - stopped > STOOD_DOWN:
+                cut_off = dep.log_offsets()
             for node, conductor in placed.items():
                 self.assertEqual(conductor, dep.conductor_of(node), node)
             time.sleep(1)
         for name, process in dep.processes.items():
             self.assertIsNone(process.poll(), name)
+        # What the outage costs: no conductor can tell an outage of the
+        # backend from one of its own link to it, so each has stood down
+        # and none works any node in periodic tasks, while the API
+        # routes by its last view.
+        self.assertEqual({}, dep.power_synced_since(cut_off))
+        back = dep.log_offsets()
         dep.redis.start()
+        restarted = time.monotonic()
+
+        def synced_again():
+            synced = dep.power_synced_since(back)
+            return all(
+                synced.get(node) == {conductor}
+                for node, conductor in placed.items()
+            )
+
+        resumed = dep.wait(synced_again, 30, 'power syncs after the outage')
+        base.record(
+            test='backend_outage',
+            outage_seconds=round(restarted - stopped, 1),
+            syncs_resumed_after_seconds=round(resumed, 1),
+        )
         # Every conductor rejoins by itself...
         dep.wait(
             lambda: (

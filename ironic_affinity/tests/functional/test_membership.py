@@ -482,6 +482,28 @@ class FileMembershipTestCase(MembershipMixin, base.TestCase):
 class RedisMembershipTestCase(MembershipMixin, OutageMixin, base.TestCase):
     server_class = servers.RedisServer
 
+    def test_a_given_up_client_does_not_drop_its_successor(self):
+        # A member's client given up on during an outage is discarded
+        # when its call finally returns, after the member's next client
+        # has beaten under the same member id (issue 27: the live member
+        # vanished from every view, and joined the group twice).
+        group = self.group.encode()
+        old = backend.coordinator(self.server.url, 'c1', TIMEOUT)
+        old.start(start_heart=False)
+        old.create_group(group).get(timeout=TIMEOUT)
+        old.heartbeat()
+        old.join_group(group, {}).get(timeout=TIMEOUT)
+        new = backend.coordinator(self.server.url, 'c1', TIMEOUT)
+        new.start(start_heart=False)
+        self.addCleanup(backend.discard, new)
+        new.heartbeat()
+        backend.discard(old)
+        reader = backend.coordinator(self.server.url, 'reader', TIMEOUT)
+        reader.start(start_heart=False)
+        self.addCleanup(backend.discard, reader)
+        # Redis readers drop a member whose heartbeat key is gone.
+        self.assertEqual({'c1'}, reading.member_names(reader, group, TIMEOUT))
+
 
 class EtcdMembershipTestCase(MembershipMixin, OutageMixin, base.TestCase):
     server_class = servers.EtcdServer

@@ -18,6 +18,7 @@ The fake plays Ironic's part in deciding who may read: it answers
 401 without a token and 403 for another, in Ironic's error format.
 """
 
+import dataclasses
 import io
 import json
 import types
@@ -286,6 +287,7 @@ class AnswersTestCase(base.TestCase):
         self.tags = test_capacity_state.FakeTags()
         self.services = types.SimpleNamespace(
             states=states,
+            view=self.members,
             capacity=capacity_state.CapacityStates(
                 self.tags, lambda: 2.0, mock.Mock()
             ),
@@ -324,6 +326,19 @@ class AnswersTestCase(base.TestCase):
         self.assertEqual(
             'file:///srv/affinity-membership', found['membership']['backend']
         )
+
+    def test_a_view_that_cannot_be_read_shows_at_once(self):
+        self.services.states.current()  # a state is built, then kept
+        self.services.view = types.SimpleNamespace(
+            snapshot=lambda: dataclasses.replace(
+                self.members.snapshot(), error='Connection refused'
+            )
+        )
+        found = affinity_answers.node_affinity(
+            self.conf, self.services, self.node('rack10')
+        )
+        self.assertFalse(found['membership']['readable'])
+        self.assertEqual('Connection refused', found['membership']['error'])
 
     def test_a_node_that_spilled_says_from_where(self):
         self.members.set(

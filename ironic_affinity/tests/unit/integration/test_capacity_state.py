@@ -51,6 +51,9 @@ class FakeTags:
         found = self.held.get(uuid)
         return None if found is None else found.tags
 
+    def lookup(self, uuid):
+        return self.get(uuid)
+
 
 class Clock:
     def __init__(self):

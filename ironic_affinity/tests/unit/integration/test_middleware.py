@@ -18,6 +18,7 @@ body it read. The patch cases apply patches with the JSON-patch library
 Ironic patches nodes with (a test requirement here).
 """
 
+import contextlib
 import io
 import json
 
@@ -169,6 +170,54 @@ def node(tags_value, **fields):
         },
         **fields,
     )
+
+
+class CreatingTestCase(DoorTestCase):
+    """What holds while Ironic handles a node create."""
+
+    def setUp(self):
+        super().setUp()
+        self.bodies = []
+        self.inside = []
+        self.door.creating = self._creating
+        ironic = self.ironic
+
+        def app(environ, start_response):
+            self.inside.append(bool(self.bodies) and self.bodies[-1][1])
+            return ironic(environ, start_response)
+
+        self.door.app = app
+
+    @contextlib.contextmanager
+    def _creating(self, document):
+        entry = [document, True]
+        self.bodies.append(entry)
+        try:
+            yield
+        finally:
+            entry[1] = False
+
+    def test_a_create_is_handled_inside_its_creation(self):
+        body = node('rack10')
+        code, _answer = self.call('POST', '/v1/nodes', body)
+        self.assertEqual('200 OK', code)
+        self.assertEqual([True], self.inside)
+        self.assertEqual([[body, False]], self.bodies)
+        self.assert_passed()
+
+    def test_a_refused_create_is_no_creation(self):
+        self.call('POST', '/v1/nodes', node('bad!tag'))
+        self.assertEqual([], self.bodies)
+
+    def test_an_update_is_no_creation(self):
+        self.call(
+            'PATCH',
+            '/v1/nodes/' + UUID,
+            [{'op': 'replace', 'path': '/extra/%s' % KEY, 'value': 'rack2'}],
+        )
+        self.assertEqual([], self.bodies)
+        # The node's read and the update itself, neither in a creation.
+        self.assertEqual([False, False], self.inside)
 
 
 class CreateTestCase(DoorTestCase):

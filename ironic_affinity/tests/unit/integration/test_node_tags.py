@@ -20,6 +20,7 @@ import os
 import fixtures
 import sqlalchemy as sa
 
+from ironic_affinity import exception
 from ironic_affinity.integration import ironic_db
 from ironic_affinity.integration import node_tags
 from ironic_affinity.membership import change_notices
@@ -520,3 +521,62 @@ class NodeTagCacheTestCase(fakes.BackendTestCase):
         self.assertFalse(cache.leading)
         self.assertEqual(10, cache.last_rows)
         self.assertTrue(cache.loaded.is_set())
+
+    def add_node(self, index, tags):
+        with self.database.engine.begin() as connection:
+            connection.execute(
+                NODES.insert(),
+                {
+                    'uuid': self.uuid(index),
+                    'name': 'node-%02d' % index,
+                    'extra': json.dumps({'affinity_tags': tags}),
+                },
+            )
+
+    def test_a_node_not_published_yet_is_placed_by_its_row(self):
+        self.cache().poll()
+        follower = self.cache(name='b')
+        follower.poll()
+        self.add_node(10, 'datacenter2')
+        # Nobody has published it: the follower reads that one row.
+        self.assertIsNone(follower.get(self.uuid(10)))
+        self.assertEqual(
+            frozenset({'datacenter2'}), follower.lookup(self.uuid(10))
+        )
+        self.assertEqual(1, follower.fresh.rows_read)
+        self.assertEqual(
+            frozenset({'datacenter2'}), follower.lookup(self.uuid(10))
+        )
+        self.assertEqual(1, follower.fresh.rows_read)
+        # A node of that name is not that uuid.
+        self.assertIsNone(follower.lookup('node-10'))
+        # A known node is never read.
+        self.assertEqual(frozenset({'rack4'}), follower.lookup(self.uuid(4)))
+        self.assertEqual(2, follower.fresh.rows_read)
+
+    def test_a_write_in_this_process_is_placed_by_at_once(self):
+        reader = self.cache()
+        reader.poll()
+        follower = self.cache(name='b')
+        follower.poll()
+        self.write(3, 'rack30')
+        follower.written(self.uuid(3))
+        self.assertEqual(frozenset({'rack30'}), follower.lookup(self.uuid(3)))
+        self.assertEqual(frozenset({'rack30'}), follower.get(self.uuid(3)))
+        # Once published, the entry is done with.
+        self.clock.advance(INTERVAL)
+        reader.poll()
+        follower.poll()
+        self.assertEqual(0, len(follower.fresh))
+        self.assertEqual(frozenset({'rack30'}), follower.get(self.uuid(3)))
+
+    def test_an_unreadable_row_is_never_placed_untagged(self):
+        cache = self.cache()
+        cache.poll()
+        self.add_node(10, 'datacenter2')
+        with self.database.engine.begin() as connection:
+            connection.execute(sa.text('ALTER TABLE nodes RENAME TO gone'))
+        error = self.assertRaises(
+            exception.NodeTagsUnreadable, cache.lookup, self.uuid(10)
+        )
+        self.assertIn(self.uuid(10), str(error))

@@ -18,6 +18,7 @@ import types
 from ironic_affinity import profile
 from ironic_affinity.integration import placement_metrics
 from ironic_affinity.integration import placement_state
+from ironic_affinity.membership import lease
 from ironic_affinity.tests import base
 from ironic_affinity.tests.unit.integration import fakes
 
@@ -50,7 +51,9 @@ class ReporterTestCase(base.TestCase):
         self.sink = Sink()
         self.members = fakes.Members()
         self.members.set(['c1', 'c2'])
-        self.view = types.SimpleNamespace(read_errors=0)
+        self.view = types.SimpleNamespace(
+            read_errors=0, snapshot=self.members.snapshot
+        )
         states = placement_state.PlacementStates(
             self.members,
             fakes.ActiveConductors({':ipmi': {'c1', 'c2'}}),
@@ -97,6 +100,27 @@ class ReporterTestCase(base.TestCase):
         self.reporter.report()
         sent = {name: (value, kind) for name, value, kind in self.sink.take()}
         self.assertEqual((2, 'c'), sent['membership.read_errors'])
+
+    def test_a_stale_view_and_a_stood_down_conductor_show(self):
+        self.reporter.report()
+        sent = {name: value for name, value, _kind in self.sink.take()}
+        self.assertEqual(0, sent['membership.stale'])
+        # Not a conductor: no lease to report.
+        self.assertNotIn('membership.stood_down', sent)
+        self.view.snapshot = lambda: dataclasses.replace(
+            self.members.snapshot(), error='Connection refused'
+        )
+        own = lease.Lease('c1', 5, 2.0, clock=lambda: 100.0)
+        own.renewed(96.0)
+        self.reporter._own_lease = lambda: own
+        self.reporter.report()
+        sent = {name: value for name, value, _kind in self.sink.take()}
+        self.assertEqual(1, sent['membership.stale'])
+        self.assertEqual(1, sent['membership.stood_down'])
+        own.renewed(99.0)
+        self.reporter.report()
+        sent = {name: value for name, value, _kind in self.sink.take()}
+        self.assertEqual(0, sent['membership.stood_down'])
 
     def test_tag_refreshes(self):
         self.reporter.observe_tags(0.25, 1000, True)

@@ -15,9 +15,11 @@
 import dataclasses
 
 from ironic_affinity import engine
+from ironic_affinity import exception
 from ironic_affinity import profile
 from ironic_affinity import rendezvous
 from ironic_affinity import rollout
+from ironic_affinity.integration import fresh_nodes
 from ironic_affinity.integration import ring
 from ironic_affinity.tests import base
 
@@ -133,6 +135,42 @@ class AffinityRingTestCase(base.TestCase):
         )
         self.assertEqual(0, len(found))
         self.assertRaises(Refused, found.pop)
+
+    def test_a_node_whose_tags_cannot_be_read_goes_nowhere(self):
+        def unreadable(uuid):
+            raise exception.NodeTagsUnreadable('cannot read %s' % uuid)
+
+        self.ring._node_tags = unreadable
+        found = self.ring.get_nodes(b'node-b')
+        # No conductor's periodic task takes it; the API gets the reason.
+        self.assertEqual(0, len(found))
+        self.assertEqual(
+            'cannot read node-b', str(self.assertRaises(Refused, found.pop))
+        )
+        self.assertEqual([], self.orphans)
+
+    def test_a_node_being_created_goes_by_the_tags_it_is_created_with(self):
+        # Created with dc1: c2 (soft dc1), never where hashing alone says.
+        self.tags['created'] = fresh_nodes.BeingCreated({'dc1'})
+        for _ in range(3):
+            self.assertEqual({'c2'}, self.ring.get_nodes(b'created'))
+
+    def test_a_node_created_for_no_conductor_is_still_created(self):
+        # Its creation only inserts its row: hashed, as one without tags,
+        # and an orphan once the row is there.
+        lonely = ring.AffinityRing(
+            engine.PlacementEngine(
+                [Conductor('c3', hard_affinity_tags='dc2')]
+            ),
+            'x',
+            '',
+            ['c3'],
+            {'created': fresh_nodes.BeingCreated({'dc1'})}.get,
+            self._orphaned,
+            Refused,
+        )
+        self.assertEqual({'c3'}, lonely.get_nodes(b'created'))
+        self.assertEqual([], self.orphans)
 
 
 class UnreachableRingTestCase(base.TestCase):

@@ -20,6 +20,7 @@ import time
 
 from ironic_affinity import profile
 from ironic_affinity.membership import capabilities
+from ironic_affinity.membership import lease
 from ironic_affinity.membership import member
 from ironic_affinity.tests.unit.membership import fakes
 
@@ -469,3 +470,58 @@ class ThreadTestCase(MemberTestCase):
             self.assertTrue(running.joined.wait(2.0))
         self.assertEqual(caps('rack2'), self.published())
         self.assertNotIn(('leave', NAME), self.backend.history)
+
+
+class LeaseTestCase(MemberTestCase):
+    """What a member tells its own lease (membership/lease.py)."""
+
+    def setUp(self):
+        super().setUp()
+        self.lease = lease.Lease(NAME, TIMEOUT, 2.0, clock=self.clock)
+        self.member.lease = self.lease
+
+    def test_no_lease_before_a_heartbeat(self):
+        self.assertTrue(self.lease.lapsed())
+        self.assertIsNone(self.lease.resumed_at)
+
+    def test_each_acknowledged_beat_renews_it(self):
+        self.member._tick()
+        self.assertEqual(self.clock.now, self.lease.resumed_at)
+        started = self.clock.now
+        for _ in range(10):
+            self.beat()
+            self.assertFalse(self.lease.lapsed())
+        # One lease all along: it never ran out.
+        self.assertEqual(started, self.lease.resumed_at)
+
+    def test_it_runs_out_a_margin_before_the_backend_drops_the_member(self):
+        self.member._tick()
+        self.backend.go_down()
+        self.beat(times=2)
+        self.assertFalse(self.lease.lapsed())
+        self.beat()  # 3 s = TIMEOUT - margin after the last acknowledged
+        self.assertTrue(self.lease.lapsed())
+        self.assertIn(NAME.encode(), self.backend.groups[GROUP])
+        self.backend.come_back()
+        self.beat()
+        self.assertFalse(self.lease.lapsed())
+        # A new lease, from the beat that healed it.
+        self.assertEqual(self.clock.now, self.lease.resumed_at)
+
+    def test_a_beat_that_fails_renews_nothing(self):
+        self.member._tick()
+        acknowledged = self.clock.now
+        self.backend.go_down()
+        self.beat()
+        self.assertEqual(1.0, self.lease.age())
+        self.assertEqual(acknowledged, self.lease.resumed_at)
+
+    def test_a_late_acknowledgement_does_not_move_it_back(self):
+        self.lease.renewed(10.0)
+        self.lease.renewed(9.0)
+        self.assertEqual(self.clock.now - 10.0, self.lease.age())
+
+    def test_margin_is_a_beat_and_a_second_at_most_half_the_timeout(self):
+        self.assertEqual(2.0, lease.margin_for(5, 1.0))
+        self.assertEqual(1.0, lease.margin_for(2, 1.0))
+        self.assertEqual(1.5, lease.margin_for(30, 0.5))

@@ -18,6 +18,7 @@ from unittest import mock
 
 from ironic_affinity import profile
 from ironic_affinity.membership import capabilities
+from ironic_affinity.membership import lease
 from ironic_affinity.membership import view
 from ironic_affinity.tests.unit.membership import fakes
 
@@ -363,3 +364,101 @@ class ThreadsTestCase(ViewTestCase):
         self.backend.let_through()
         self.wait_until(lambda: client.stopped)
         self.assertEqual([], self.backend.overlaps())
+
+
+class StandDownTestCase(ViewTestCase):
+    """A conductor whose own lease ran out leaves itself out, as the
+    others' views do once the backend drops it."""
+
+    MARGIN = 2.0
+
+    def setUp(self):
+        super().setUp()
+        self.lease = lease.Lease('a', TIMEOUT, self.MARGIN, clock=self.clock)
+        self.view = view.MemberView(
+            URL,
+            GROUP.decode(),
+            1.0,
+            TIMEOUT,
+            clock=self.clock,
+            own_lease=lambda: self.lease,
+        )
+        self.addCleanup(self.view.stop, 2.0)
+        self.join('a', 'b')
+        self.lease.renewed(self.clock.now)
+        self.clock.advance(0.1)
+
+    def test_within_its_lease_it_counts_itself(self):
+        self.assertEqual({'a', 'b'}, set(self.view.refresh().members))
+
+    def test_no_heartbeat_yet_no_placement_on_itself(self):
+        fresh = lease.Lease('a', TIMEOUT, self.MARGIN, clock=self.clock)
+        self.lease = fresh
+        # Its entry (from a previous run, say) is there: not counted yet.
+        self.assertEqual({'b'}, set(self.view.refresh().members))
+        self.assertEqual([], self.lines('WARNING'))
+        fresh.renewed(self.clock.now)
+        self.clock.advance(0.1)
+        self.assertEqual({'a', 'b'}, set(self.view.refresh().members))
+
+    def test_cut_off_it_stands_down_before_the_others_drop_it(self):
+        before = self.view.refresh()
+        self.backend.go_down()
+        # Its last heartbeat was acknowledged at +0; the backend keeps it
+        # until +TIMEOUT at the earliest.
+        self.clock.advance(TIMEOUT - self.MARGIN - 0.2)
+        self.assertEqual({'a', 'b'}, set(self.view.snapshot().members))
+        self.clock.advance(0.1)
+        # No read needed (one may be stuck on a black-holed backend).
+        snapshot = self.view.snapshot()
+        self.assertEqual({'b'}, set(snapshot.members))
+        self.assertNotEqual(before.version, snapshot.version)
+        self.assertIs(snapshot, self.view.snapshot())
+        (warning,) = self.lines('WARNING')
+        self.assertIn('Conductor a has had no heartbeat acknowledged', warning)
+        self.assertIn('Standing down', warning)
+        # Reads that fail keep it out.
+        self.clock.advance(1)
+        self.assertEqual({'b'}, set(self.view.refresh().members))
+
+    def test_back_only_once_a_read_after_a_heartbeat_shows_it(self):
+        self.view.refresh()
+        self.backend.go_down()
+        self.clock.advance(TIMEOUT)
+        self.assertEqual({'b'}, set(self.view.snapshot().members))
+        self.backend.come_back()
+        # Its entry is still there, but no heartbeat was acknowledged.
+        self.clock.advance(1)
+        self.assertEqual({'b'}, set(self.view.refresh().members))
+        # A heartbeat sent now is acknowledged; a read that had begun
+        # before it does not count.
+        began = self.clock.now
+        self.clock.advance(0.5)
+        self.lease.renewed(self.clock.now)
+        self.assertFalse(self.view._counts_itself(self.lease, began))
+        self.clock.advance(0.5)
+        snapshot = self.view.refresh()
+        self.assertEqual({'a', 'b'}, set(snapshot.members))
+        self.assertIn(
+            'Conductor a is back in the affinity group', self.log.output
+        )
+
+    def test_not_held_back_in_by_the_hold_after_an_outage(self):
+        self.view.refresh()
+        self.backend.go_down()
+        self.clock.advance(TIMEOUT)
+        self.view.refresh()
+        self.backend.come_back()
+        # The others hold members of the last view for a while after an
+        # outage; a stood-down conductor does not hold itself.
+        self.leave('a')
+        self.clock.advance(1)
+        snapshot = self.view.refresh()
+        self.assertEqual({'b'}, set(snapshot.members))
+        self.assertEqual(frozenset(), snapshot.held)
+
+    def test_a_conductor_that_leaves_stands_down_at_once(self):
+        self.view.refresh()
+        self.lease.end()
+        self.assertEqual({'b'}, set(self.view.snapshot().members))
+        self.assertEqual([], self.lines('WARNING'))
