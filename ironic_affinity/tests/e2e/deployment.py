@@ -23,7 +23,7 @@ process is stopped by pid and the database dropped on clean-up.
 
 import atexit
 import base64
-import fcntl
+import functools
 import json
 import os
 import re
@@ -41,7 +41,9 @@ import fixtures
 import sqlalchemy as sa
 
 from ironic_affinity.integration import ironic_db
+from ironic_affinity.tests.e2e import cut_proxy
 from ironic_affinity.tests.e2e import keystone_server
+from ironic_affinity.tests.e2e import machine_share
 from ironic_affinity.tests.functional import servers
 
 API_VERSION = {'X-OpenStack-Ironic-API-Version': 'latest'}
@@ -59,7 +61,6 @@ PORT_OFFSET = int(os.environ.get('IRONIC_AFFINITY_E2E_PORT_OFFSET', '0'))
 # below the kernel's ephemeral range (32768), where free ports are.
 SLOT_PORTS = 10000
 SLOTS = 3
-_LOCKS = tempfile.gettempdir()  # before a test points TMPDIR elsewhere
 _slot: list[tuple[int, typing.IO[str]]] = []
 
 
@@ -67,15 +68,10 @@ def port_slot() -> int:
     """This process's slot among the suite's (0 when it runs alone)."""
     if not _slot:
         for index in range(SLOTS):
-            name = 'ironic-affinity-e2e-ports-%d-%d.lock' % (
-                PORT_OFFSET,
-                index,
+            handle = machine_share.try_lock(
+                'ports-%d-%d' % (PORT_OFFSET, index)
             )
-            handle = open(os.path.join(_LOCKS, name), 'w')
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.close()
+            if handle is None:
                 continue
             # Held, with the file open, until the process ends.
             _slot.append((index, handle))
@@ -250,6 +246,7 @@ class Deployment(fixtures.Fixture):
         credentials: tuple[str, str] | None = None,
         extra_conf: str = '',
         keystone: keystone_server.KeystoneServer | None = None,
+        cuttable: bool = False,
     ) -> None:
         """:param api: how the API runs: 'launcher' (ironic-affinity-api);
         'middleware' (Ironic's own ironic-api with [api]middleware =
@@ -264,7 +261,9 @@ class Deployment(fixtures.Fixture):
         :param keystone: a running Keystone: the API authenticates with
             Ironic's keystone strategy against it (keystonemiddleware,
             and Ironic's policy enforced), and this harness's requests
-            send its admin's system-scoped token."""
+            send its admin's system-scoped token.
+        :param cuttable: each process reaches Redis and PostgreSQL
+            through proxies of its own, which :meth:`cut` cuts."""
         super().__init__()
         if api not in API_MODES:
             raise ValueError('api must be one of %s' % sorted(API_MODES))
@@ -279,6 +278,9 @@ class Deployment(fixtures.Fixture):
         self.credentials = credentials
         self.extra_conf = extra_conf
         self.keystone = keystone
+        self.cuttable = cuttable
+        #: Process name -> server ('redis' or 'database') -> its proxy.
+        self.proxies: dict[str, dict[str, cut_proxy.CutProxy]] = {}
         if keystone is not None and credentials is not None:
             raise ValueError('credentials are for http_basic, not Keystone')
 
@@ -334,7 +336,12 @@ class Deployment(fixtures.Fixture):
             )
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.addCleanup(self.stop_all)
-        self._start('api', API_MODES[self.api] + ['--config-file', self.conf])
+        self._start(
+            'api',
+            API_MODES[self.api]
+            + ['--config-file', self.conf]
+            + self._proxied('api'),
+        )
         self.wait(lambda: self._get('/v1') is not None, 60, 'API up')
 
     def _drop_database(self, admin: sa.Engine) -> None:
@@ -357,6 +364,45 @@ class Deployment(fixtures.Fixture):
             start_new_session=True,
         )
         log.close()
+
+    def _proxied(self, name: str) -> list[str]:
+        """The process's own proxies, as options for its command line:
+        none unless the deployment is cuttable."""
+        if not self.cuttable:
+            return []
+        if name not in self.proxies:
+            database = sa.engine.make_url(self.database_url)
+            self.proxies[name] = {
+                'redis': cut_proxy.CutProxy('127.0.0.1', self.redis.port),
+                'database': cut_proxy.CutProxy(
+                    database.host or '127.0.0.1', database.port or 5432
+                ),
+            }
+            for proxy in self.proxies[name].values():
+                self.addCleanup(proxy.stop)
+        proxies = self.proxies[name]
+        database = sa.engine.make_url(self.database_url).set(
+            host='127.0.0.1', port=proxies['database'].port
+        )
+        path = os.path.join(self.dir, name + '.proxies.conf')
+        with open(path, 'w') as handle:
+            handle.write(
+                '[affinity]\nbackend_url = redis://127.0.0.1:%d\n'
+                '[database]\nconnection = %s\n'
+                % (
+                    proxies['redis'].port,
+                    database.render_as_string(hide_password=False),
+                )
+            )
+        return ['--config-file', path]
+
+    def cut(self, name: str, server: str, mode: str) -> None:
+        """Cut process ``name`` (api, conductor1...) off ``server``
+        ('redis' or 'database'): ``refuse`` or ``blackhole``."""
+        self.proxies[name][server].cut(mode)
+
+    def heal(self, name: str, server: str) -> None:
+        self.proxies[name][server].heal()
 
     def conductor_name(self, index: int) -> str:
         return '127.0.0.1:%d' % (self.first_rpc_port + index - 1)
@@ -385,15 +431,12 @@ class Deployment(fixtures.Fixture):
         **tag_lists: str,
     ) -> None:
         path = self.write_tags(index, **tag_lists)
+        name = 'conductor%d' % index
         self._start(
-            'conductor%d' % index,
-            [
-                _bin(program),
-                '--config-file',
-                self.conf,
-                '--config-file',
-                path,
-            ],
+            name,
+            [_bin(program), '--config-file', self.conf]
+            + self._proxied(name)
+            + ['--config-file', path],
         )
 
     def wait_conductors(self, *indexes: int, timeout: float = 60) -> None:
@@ -578,6 +621,30 @@ class Deployment(fixtures.Fixture):
             [{'op': 'add', 'path': '/extra/%s' % extra_key, 'value': value}],
         )
 
+    def make_active(self, node: str, timeout: float = 60) -> None:
+        """Deploy the node (fake interfaces: no hardware), so that
+        Ironic's takeover of active nodes runs on it."""
+        for target, state in (
+            ('manage', 'manageable'),
+            ('provide', 'available'),
+            ('active', 'active'),
+        ):
+            status, body = self._request(
+                'PUT',
+                '/v1/nodes/%s/states/provision' % node,
+                {'target': target},
+            )
+            assert status == 202, (target, status, body)
+            self.wait(
+                functools.partial(self._in_state, node, state),
+                timeout,
+                'node %s %s' % (node, state),
+            )
+
+    def _in_state(self, node: str, state: str) -> bool:
+        found = self._get('/v1/nodes/%s' % node) or {}
+        return found.get('provision_state') == state
+
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Run the ironic-affinity operator command on this deployment."""
         return subprocess.run(
@@ -638,6 +705,12 @@ class Deployment(fixtures.Fixture):
             for name in self.processes
             if name.startswith('conductor')
         }
+
+    def log_since(self, name: str, start: int, end: int) -> str:
+        """The process's log between two offsets."""
+        with open(os.path.join(self.dir, name + '.log'), 'rb') as log:
+            log.seek(start)
+            return log.read(max(0, end - start)).decode(errors='replace')
 
     def power_synced_since(
         self, offsets: dict[str, int]

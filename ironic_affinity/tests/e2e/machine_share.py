@@ -49,6 +49,18 @@ def _open(directory: str, name: str) -> typing.IO[str]:
     return open(path, 'w')
 
 
+def try_lock(name: str, directory: str = _DIR) -> typing.IO[str] | None:
+    """The machine-wide lock ``name``, held until the file returned is
+    closed (or the process ends); None when another holds it."""
+    handle = _open(directory, name)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()  # held by another, or by this process
+        return None
+    return handle
+
+
 def acquire(
     units: int, directory: str = _DIR
 ) -> tuple[list[typing.IO[str]], float]:
@@ -68,13 +80,9 @@ def acquire(
             for index in range(UNITS):
                 if len(held) == units:
                     break
-                handle = _open(directory, 'unit-%d' % index)
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    handle.close()  # held by another, or by this process
-                    continue
-                held.append(handle)
+                handle = try_lock('unit-%d' % index, directory)
+                if handle is not None:
+                    held.append(handle)
             if len(held) == units:
                 break
             time.sleep(0.5)
