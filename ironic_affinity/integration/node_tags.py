@@ -352,7 +352,7 @@ class NodeTagCache:
         if not rows:
             return None
         found_uuid, *values = rows[0]
-        return self._facts(self._canonical(found_uuid, *values))
+        return self._facts(self._canonical(found_uuid, *values, warn=False))
 
     def _held(self, uuid: str) -> NodeFacts | None:
         return self._buckets[tag_board.bucket_of(uuid)].get(uuid)
@@ -657,15 +657,29 @@ class NodeTagCache:
         return found
 
     def _canonical(
-        self, uuid: str, extra: Any, driver: str | None, group: str | None
+        self,
+        uuid: str,
+        extra: Any,
+        driver: str | None,
+        group: str | None,
+        warn: bool = True,
     ) -> str:
-        """A node's row as published (see :func:`_text`)."""
-        return _text(driver or '', group or '', self._tag_text(uuid, extra))
+        """A node's row as published (see :func:`_text`).
 
-    def _tag_text(self, uuid: str, extra: Any) -> str:
+        :param warn: warn of unusable tags: the reader of the table
+            does, one process for the deployment; a row read for a
+            lookup is placed the same way without a warning of its own.
+        """
+        return _text(
+            driver or '', group or '', self._tag_text(uuid, extra, warn)
+        )
+
+    def _tag_text(self, uuid: str, extra: Any, warn: bool = True) -> str:
         try:
             node_tags = tags_from_extra(extra, self.key, uuid)
         except (exception.InvalidTag, ValueError) as exc:
+            if not warn:
+                return ''
             # Once per node and value: the row is read again by every full
             # read.
             if self._bad.get(uuid) != str(exc):

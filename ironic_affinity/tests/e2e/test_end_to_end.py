@@ -24,7 +24,7 @@ from ironic_affinity.tests.e2e import base
 from ironic_affinity.tests.e2e import deployment
 
 # How long the coordination backend is stopped in the outage test.
-OUTAGE = 30.0
+OUTAGE = 40.0
 # Seconds after the backend stops by which every conductor has stood
 # down: its lease runs out member_timeout less the margin (5 - 2) after
 # its last acknowledged heartbeat, at most a heartbeat interval before
@@ -404,7 +404,7 @@ class EndToEndTestCase(base.TestCase):
         )
 
     def test_backend_outage_moves_nothing(self):
-        # The coordination backend stops for 30 s under a running API and
+        # The coordination backend stops for 40 s under a running API and
         # conductors: no node changes conductor, nothing crashes, and
         # everything recovers by itself.
         dep = self.deploy(base.EDIT2)

@@ -41,6 +41,9 @@ TAKEOVER = 4
 DOUBLE_WINDOW = 1.5 * SYNC
 # The failover time: the member timeout, a watch interval, two syncs.
 FAILOVER = MEMBER_TIMEOUT + 1.0 + 2 * SYNC
+# The API reports its view stale by then: the watch interval, a read's
+# deadline (the member timeout), one sample interval and a second.
+API_STALE = 1.0 + MEMBER_TIMEOUT + 1.0 + 1.0
 _TAKING_OVER = 'taking over node '
 
 
@@ -224,9 +227,11 @@ class PartitionTestCase(base.TestCase):
         # No node went without a conductor longer than a failover.
         self.assertLessEqual(gap, FAILOVER)
         self.assertEqual(0, api_errors)
-        # A refused backend shows within a watch interval or two.
+        # Its view is marked stale at its first failed read: within a
+        # watch interval and the member timeout (a read's deadline),
+        # and the one second between two of these samples.
         self.assertIsNotNone(api_stale_after)
-        self.assertLessEqual(api_stale_after, 5.0)
+        self.assertLessEqual(api_stale_after, API_STALE)
         # Every node is back with the conductor the API names.
         self.assert_power_sync({n: dep.conductor_of(n) for n in nodes})
         for name in ('conductor1', 'conductor2'):
@@ -239,6 +244,7 @@ class PartitionTestCase(base.TestCase):
     def test_a_conductor_cut_from_the_database_no_worse_than_stock(self):
         # conductor1's link to PostgreSQL refused for CUT seconds, through
         # the plugin and through Ironic's own ring, one after the other.
+        # In CI on the oldest release only (tox.ini, [e2e-release]).
         figures = {}
         for manager in ('affinity', 'stock'):
             dep, nodes = self._deploy(manager, conductors=3)

@@ -580,3 +580,13 @@ class NodeTagCacheTestCase(fakes.BackendTestCase):
             exception.NodeTagsUnreadable, cache.lookup, self.uuid(10)
         )
         self.assertIn(self.uuid(10), str(error))
+
+    def test_a_row_read_for_a_lookup_warns_of_nothing(self):
+        # The reader warns of unusable tags, once for the deployment;
+        # every process that reads the row for a lookup places it alike.
+        self.cache().poll()
+        follower = self.cache(name='b')
+        follower.poll()
+        self.add_node(10, 'bad tag!')
+        self.assertEqual(frozenset(), follower.lookup(self.uuid(10)))
+        self.assertEqual([], self.lines('WARNING'))
