@@ -351,8 +351,10 @@ class NodeTagCache:
             rows = ironic_db.nodes_by_uuid(connection, uuid, COLUMNS)
         if not rows:
             return None
-        found_uuid, *values = rows[0]
-        return self._facts(self._canonical(found_uuid, *values, warn=False))
+        found_uuid, extra, driver, group = rows[0]
+        return self._facts(
+            self._canonical(found_uuid, extra, driver, group, warn=False)
+        )
 
     def _held(self, uuid: str) -> NodeFacts | None:
         return self._buckets[tag_board.bucket_of(uuid)].get(uuid)
