@@ -41,6 +41,13 @@ TAKEOVER = 4
 DOUBLE_WINDOW = 1.5 * SYNC
 # The failover time: the member timeout, a watch interval, two syncs.
 FAILOVER = MEMBER_TIMEOUT + 1.0 + 2 * SYNC
+# A conductor cut from the database: Ironic drops it once its heartbeat
+# is [conductor]heartbeat_timeout old (5 s in these deployments) and its
+# rings are rebuilt (2 s), and its nodes wait up to two syncs; a second
+# for the sampling.
+DB_FAILOVER = 5.0 + 2.0 + 2 * SYNC + 1.0
+# ...and back: a heartbeat (1 s), a ring rebuild (2 s), a sync, a second.
+DB_HEAL = 1.0 + 2.0 + SYNC + 1.0
 # The API reports its view stale by then: the watch interval, a read's
 # deadline (the member timeout), one sample interval and a second.
 API_STALE = 1.0 + MEMBER_TIMEOUT + 1.0 + 1.0
@@ -276,9 +283,18 @@ class PartitionTestCase(base.TestCase):
                 test='partition_database', ring=manager, **figures[manager]
             )
             dep.stop_all()
-        affinity, stock = figures['affinity'], figures['stock']
-        # What Ironic's own ring does is the bound, with a sync interval
-        # of slack: the plugin adds no failure domain on the database.
-        for key in ('double_until_after_heal', 'longest_without_conductor'):
-            self.assertLessEqual(affinity[key], stock[key] + SYNC, figures)
-        self.assertLessEqual(affinity['most_takeovers_of_a_node'], 2, figures)
+        # Both rings are held to the bounds Ironic's own timers set; one
+        # run of the stock ring is too noisy a bound by itself (its gap
+        # was 6 to 9 s, the plugin's 7 to 9 s, in three runs).
+        for found in figures.values():
+            self.assertLessEqual(
+                found['longest_without_conductor'], DB_FAILOVER, figures
+            )
+            self.assertLessEqual(
+                found['double_until_after_heal'], DB_HEAL, figures
+            )
+        # No ping-pong through the plugin (the stock ring was seen to
+        # take one node over 4 times).
+        self.assertLessEqual(
+            figures['affinity']['most_takeovers_of_a_node'], 2, figures
+        )
