@@ -200,8 +200,9 @@ class MemberView:
             return  # starting or stopping: no lease is news
         LOG.warning(
             'Conductor %(name)s has had no heartbeat acknowledged by the '
-            'coordination backend for %(age)s: the other processes drop '
-            'it within %(margin).1f s. Standing down: it places nodes as '
+            'coordination backend for %(age)s: the other processes may '
+            'drop it %(margin).1f s from now. Standing down: it places '
+            'nodes as '
             'they do without it, and works none in periodic tasks, until '
             'a heartbeat is acknowledged and it is seen in the group '
             'again.',
