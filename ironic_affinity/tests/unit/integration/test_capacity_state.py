@@ -62,6 +62,9 @@ class Clock:
     def __call__(self):
         return self.now
 
+    def advance(self, seconds):
+        self.now += seconds
+
 
 def uuids(count, seed):
     return [str(uuidlib.UUID(int=seed * 10**6 + i)) for i in range(count)]

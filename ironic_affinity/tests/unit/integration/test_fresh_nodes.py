@@ -20,23 +20,13 @@ from ironic_affinity import exception
 from ironic_affinity.integration import fresh_nodes
 from ironic_affinity.integration import node_tags
 from ironic_affinity.tests import base
+from ironic_affinity.tests.unit.integration import test_capacity_state
 
 KEEP = 6.0
 
 
 def facts(*tags):
     return node_tags.NodeFacts('ipmi', '', frozenset(tags))
-
-
-class Clock:
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self):
-        return self.now
-
-    def advance(self, seconds):
-        self.now += seconds
 
 
 class Rows:
@@ -60,7 +50,7 @@ class Rows:
 class FreshNodesTestCase(base.TestCase):
     def setUp(self):
         super().setUp()
-        self.clock = Clock()
+        self.clock = test_capacity_state.Clock()
         self.rows = Rows()
         self.fresh = fresh_nodes.FreshNodes(
             self.rows, lambda: KEEP, absent_seconds=1.0, clock=self.clock

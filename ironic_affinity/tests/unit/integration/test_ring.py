@@ -72,9 +72,9 @@ class AffinityRingTestCase(base.TestCase):
         self.assertEqual(chosen, self.ring.get_nodes(b'new-node'))
         self.assertEqual([], self.orphans)
 
-    def test_orphan_is_empty_and_pop_raises(self):
-        self.tags['lost'] = frozenset({'dc1'})
-        lonely = ring.AffinityRing(
+    def lonely_ring(self):
+        """A ring of c3 alone, which requires dc2."""
+        return ring.AffinityRing(
             engine.PlacementEngine(
                 [Conductor('c3', hard_affinity_tags='dc2')]
             ),
@@ -85,7 +85,10 @@ class AffinityRingTestCase(base.TestCase):
             self._orphaned,
             Refused,
         )
-        found = lonely.get_nodes(b'lost')
+
+    def test_orphan_is_empty_and_pop_raises(self):
+        self.tags['lost'] = frozenset({'dc1'})
+        found = self.lonely_ring().get_nodes(b'lost')
         # A conductor's periodic task asks "host in ring.get_nodes()".
         self.assertNotIn('c3', found)
         self.assertEqual(0, len(found))
@@ -158,18 +161,8 @@ class AffinityRingTestCase(base.TestCase):
     def test_a_node_created_for_no_conductor_is_still_created(self):
         # Its creation only inserts its row: hashed, as one without tags,
         # and an orphan once the row is there.
-        lonely = ring.AffinityRing(
-            engine.PlacementEngine(
-                [Conductor('c3', hard_affinity_tags='dc2')]
-            ),
-            'x',
-            '',
-            ['c3'],
-            {'created': fresh_nodes.BeingCreated({'dc1'})}.get,
-            self._orphaned,
-            Refused,
-        )
-        self.assertEqual({'c3'}, lonely.get_nodes(b'created'))
+        self.tags['created'] = fresh_nodes.BeingCreated({'dc1'})
+        self.assertEqual({'c3'}, self.lonely_ring().get_nodes(b'created'))
         self.assertEqual([], self.orphans)
 
 
