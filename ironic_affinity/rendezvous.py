@@ -38,12 +38,10 @@ from collections.abc import Iterable
 from collections.abc import Sequence
 import hashlib
 
-MASK64 = (1 << 64) - 1
-# The finaliser of MurmurHash3's 64-bit variant: a bijection on 64-bit
-# integers in which every input bit affects every output bit.
-C1 = 0xFF51AFD7ED558CCD
-C2 = 0xC4CEB9FE1A85EC53
-SHIFT = 33
+from ironic_affinity.rendezvous_mix import C1
+from ironic_affinity.rendezvous_mix import C2
+from ironic_affinity.rendezvous_mix import MASK64
+from ironic_affinity.rendezvous_mix import SHIFT
 
 # Batches of at least this many (node, conductor) weights are computed by
 # numpy: below it, numpy's per-call cost is more than the arithmetic.

@@ -24,13 +24,13 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from ironic_affinity import rendezvous
+from ironic_affinity import rendezvous_mix
 
 Hashes = npt.NDArray[np.uint64]
 
-_C1 = np.uint64(rendezvous.C1)
-_C2 = np.uint64(rendezvous.C2)
-_SHIFT = np.uint64(rendezvous.SHIFT)
+_C1 = np.uint64(rendezvous_mix.C1)
+_C2 = np.uint64(rendezvous_mix.C2)
+_SHIFT = np.uint64(rendezvous_mix.SHIFT)
 
 # Rows of (nodes x conductors) weights computed at once: large enough to
 # amortise numpy's per-call cost, small enough to stay in cache.
@@ -52,7 +52,7 @@ def _mix(values: Hashes) -> Hashes:
 
 def winners_of(keys: Hashes, members: Hashes) -> npt.NDArray[np.intp]:
     """For each node hash, the index of its highest-weight member; ties
-    to the lower index, as :func:`rendezvous.winner`."""
+    to the lower index, as :func:`ironic_affinity.rendezvous.winner`."""
     result = np.empty(len(keys), dtype=np.intp)
     if len(members) == 1:
         result.fill(0)
@@ -73,7 +73,8 @@ def winners(keys: Sequence[int], members: Sequence[int]) -> list[int]:
 def rankings(
     keys: Sequence[int], members: Sequence[int], limit: int
 ) -> list[list[int]]:
-    """:func:`rendezvous.rankings`, a block of nodes at a time."""
+    """:func:`ironic_affinity.rendezvous.rankings`, a block of nodes at
+    a time."""
     node_hashes, member_hashes = as_hashes(keys), as_hashes(members)
     found: list[list[int]] = []
     rows = max(1, _CHUNK_CELLS // max(1, len(members)))

@@ -52,9 +52,9 @@ import uuid as uuidlib
 from ironic_affinity import capacity
 from ironic_affinity import engine
 from ironic_affinity import profile
-from ironic_affinity.integration import capacity_state
-from ironic_affinity.integration import node_tags
-from ironic_affinity.integration import ring
+from ironic_affinity.integration.data import node_tags
+from ironic_affinity.integration.ring import capacity_state
+from ironic_affinity.integration.ring import rings
 
 
 class _Tags:
@@ -92,7 +92,7 @@ def _ring_lookup(conductors, nodes, limited):
     placer = engine.PlacementEngine(profiles)
     tags = _Tags(nodes)
     states = capacity_state.CapacityStates(tags, lambda: 2.0, _Quiet())
-    found = ring.AffinityRing(
+    found = rings.AffinityRing(
         placer,
         'ipmi',
         '',

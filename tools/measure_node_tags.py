@@ -44,8 +44,8 @@ import uuid
 
 import sqlalchemy as sa
 
-from ironic_affinity.integration import ironic_db
-from ironic_affinity.integration import node_tags
+from ironic_affinity.integration.data import ironic_db
+from ironic_affinity.integration.data import node_tags
 from ironic_affinity.membership import change_notices
 from ironic_affinity.membership import tag_board
 from ironic_affinity.tests.functional import servers

@@ -28,7 +28,7 @@ from ironic_affinity import exception
 from ironic_affinity import report
 from ironic_affinity._i18n import _
 from ironic_affinity.cmd import output
-from ironic_affinity.integration import live
+from ironic_affinity.integration.data import live
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import service
 

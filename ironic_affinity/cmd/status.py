@@ -29,7 +29,7 @@ from oslo_upgradecheck import upgradecheck
 
 from ironic_affinity import report
 from ironic_affinity.cmd import live_commands
-from ironic_affinity.integration import live
+from ironic_affinity.integration.data import live
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import service
 

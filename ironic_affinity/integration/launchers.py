@@ -200,7 +200,7 @@ def _note_reloads() -> None:
 def conductor() -> Any:
     """ironic-affinity-conductor: ironic-conductor with affinity."""
     command = ironic_command('conductor')
-    from ironic_affinity.integration import loader
+    from ironic_affinity.integration.ring import loader
 
     loader.install()
     _install_membership()
@@ -211,11 +211,11 @@ def api() -> Any:
     """ironic-affinity-api: ironic-api with affinity.
 
     Also puts the affinity API middleware in front of Ironic's application
-    (see :mod:`ironic_affinity.integration.api_app`), so that bad node
+    (see :mod:`ironic_affinity.integration.api.api_app`), so that bad node
     tags are refused at the door whichever way the API is started.
     """
     command = ironic_command('api')
-    from ironic_affinity.integration import api_app
+    from ironic_affinity.integration.api import api_app
 
     api_app.install()
     _warm_api()
@@ -225,7 +225,7 @@ def api() -> Any:
 def singleprocess() -> Any:
     """ironic-affinity-singleprocess: ironic (all in one) with affinity."""
     command = ironic_command('singleprocess')
-    from ironic_affinity.integration import api_app
+    from ironic_affinity.integration.api import api_app
 
     api_app.install()
     _warm_api()

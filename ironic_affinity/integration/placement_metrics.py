@@ -77,8 +77,8 @@ from ironic_affinity import engine
 from ironic_affinity import outage
 from ironic_affinity import report
 from ironic_affinity import rollout_capacity
-from ironic_affinity.integration import live
-from ironic_affinity.integration import placement_state
+from ironic_affinity.integration.data import live
+from ironic_affinity.integration.ring import placement_state
 from ironic_affinity.membership import lease
 from ironic_affinity.membership import view
 

@@ -28,16 +28,16 @@ from oslo_config import cfg
 from oslo_log import log
 
 from ironic_affinity import exception
-from ironic_affinity.integration import active_source
-from ironic_affinity.integration import capacity_state
-from ironic_affinity.integration import ironic_db
-from ironic_affinity.integration import live
 from ironic_affinity.integration import metrics
-from ironic_affinity.integration import missing_members
-from ironic_affinity.integration import node_tags
-from ironic_affinity.integration import orphans
 from ironic_affinity.integration import placement_metrics
-from ironic_affinity.integration import placement_state
+from ironic_affinity.integration.data import ironic_db
+from ironic_affinity.integration.data import live
+from ironic_affinity.integration.data import node_tags
+from ironic_affinity.integration.ring import active_source
+from ironic_affinity.integration.ring import capacity_state
+from ironic_affinity.integration.ring import missing_members
+from ironic_affinity.integration.ring import orphans
+from ironic_affinity.integration.ring import placement_state
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import lease
 from ironic_affinity.membership import service

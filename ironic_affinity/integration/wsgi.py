@@ -19,8 +19,8 @@ one builds the application: it reads the configuration from the
 process's arguments and Ironic's default configuration files.
 """
 
-from ironic_affinity.integration import api_app
-from ironic_affinity.integration import loader
+from ironic_affinity.integration.api import api_app
+from ironic_affinity.integration.ring import loader
 
 # Our options and ring manager before Ironic parses its configuration.
 loader.install()

@@ -40,7 +40,7 @@ import uuid
 import fixtures
 import sqlalchemy as sa
 
-from ironic_affinity.integration import ironic_db
+from ironic_affinity.integration.data import ironic_db
 from ironic_affinity.tests.e2e import cut_proxy
 from ironic_affinity.tests.e2e import keystone_server
 from ironic_affinity.tests.e2e import machine_share

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--out', required=True)
     args = parser.parse_args(argv)
 
-    from ironic_affinity.integration import loader
+    from ironic_affinity.integration.ring import loader
 
     loader.install()
 

@@ -20,7 +20,7 @@ an anonymous caller and a wrong password are refused with Ironic's own
 401, and the authenticated caller is answered. Refusals by policy (403)
 and a node outside the caller's project (404) are shown on real Ironic
 with a real Keystone in test_affinity_policy.py, and in the unit tests
-(tests/unit/integration/test_affinity_api.py).
+(tests/unit/integration/api/test_affinity_api.py).
 """
 
 import json

@@ -19,7 +19,7 @@ REST API, and which conductor's periodic power sync works each node.
 import json
 import time
 
-from ironic_affinity.integration import ironic_db
+from ironic_affinity.integration.data import ironic_db
 from ironic_affinity.tests.e2e import base
 from ironic_affinity.tests.e2e import deployment
 

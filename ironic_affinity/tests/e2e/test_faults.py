@@ -28,8 +28,8 @@ import time
 import fixtures
 import sqlalchemy as sa
 
-from ironic_affinity.integration import ironic_db
-from ironic_affinity.integration import node_tags
+from ironic_affinity.integration.data import ironic_db
+from ironic_affinity.integration.data import node_tags
 from ironic_affinity.membership import tag_board
 from ironic_affinity.tests.e2e import base
 from ironic_affinity.tests.e2e import postgres

@@ -30,7 +30,7 @@ import uuid
 import fixtures
 import sqlalchemy as sa
 
-from ironic_affinity.integration import ironic_db
+from ironic_affinity.integration.data import ironic_db
 from ironic_affinity.tests.e2e import base
 from ironic_affinity.tests.e2e import deployment
 

@@ -21,17 +21,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ironic_affinity import rendezvous
+from ironic_affinity import rendezvous_mix
 from ironic_affinity import rendezvous_vector
 from ironic_affinity.tests import base
 
-HASHES = st.integers(min_value=0, max_value=rendezvous.MASK64)
+HASHES = st.integers(min_value=0, max_value=rendezvous_mix.MASK64)
 
 
 class RendezvousTestCase(base.TestCase):
     @given(
         st.lists(HASHES, max_size=50),
         # Repeated members too: a tie goes to the lower index in both.
-        st.lists(st.sampled_from([0, 1, rendezvous.MASK64]) | HASHES,
+        st.lists(st.sampled_from([0, 1, rendezvous_mix.MASK64]) | HASHES,
                  min_size=1, max_size=40),
     )  # fmt: skip
     def test_integer_and_numpy_winners_agree(self, keys, members):
@@ -40,7 +41,7 @@ class RendezvousTestCase(base.TestCase):
 
     @given(
         st.lists(HASHES, max_size=30),
-        st.lists(st.sampled_from([0, 1, rendezvous.MASK64]) | HASHES,
+        st.lists(st.sampled_from([0, 1, rendezvous_mix.MASK64]) | HASHES,
                  min_size=1, max_size=40),
         st.integers(1, 45),
     )  # fmt: skip

@@ -17,7 +17,7 @@ import types
 
 from ironic_affinity import profile
 from ironic_affinity.integration import placement_metrics
-from ironic_affinity.integration import placement_state
+from ironic_affinity.integration.ring import placement_state
 from ironic_affinity.membership import lease
 from ironic_affinity.tests import base
 from ironic_affinity.tests.unit.integration import fakes

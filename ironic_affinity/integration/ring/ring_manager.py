@@ -1,0 +1,121 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The hash-ring manager Ironic uses in place of its own, with affinity.
+
+It keeps the contract of Ironic's ``HashRingManager`` (see
+doc/source/contributor/ironic.rst): the constructor keywords
+``use_groups`` and ``cache``; ``get_ring(driver, group)`` raising
+TemporaryFailure when no conductor is active and DriverNotFound when none
+runs that hardware type (in that group), retried once after a reset;
+``reset()`` making the next lookup read the active conductors again; a
+ring without groups spanning every group; no re-reading on SQLite. What
+differs is who a node goes to: the engine's choice over the conductors
+that are both active in Ironic and in the affinity group.
+
+This module is only the binding to Ironic (its exceptions and its
+configuration); the state lives in
+:mod:`ironic_affinity.integration.process_services`.
+"""
+
+from typing import Any
+
+from ironic.common import exception as ironic_exception
+from ironic.conf import CONF
+
+from ironic_affinity.integration import process_services
+from ironic_affinity.integration.ring import placement_state
+from ironic_affinity.integration.ring import rings
+
+
+def _no_valid_host(reason: str) -> Exception:
+    return ironic_exception.NoValidHost(reason=reason)  # type: ignore[no-any-return]
+
+
+class AffinityHashRingManager:
+    """Ironic's HashRingManager contract, placing by affinity."""
+
+    def __init__(self, use_groups: bool = True, cache: bool = True) -> None:
+        self.use_groups = use_groups
+        self.cache = cache
+
+    @classmethod
+    def reset(cls) -> None:
+        services = process_services.if_started()
+        if services is not None:
+            services.states.reset()
+
+    def get_ring(self, driver_name: str, conductor_group: str) -> Any:
+        try:
+            return self._get_ring(driver_name, conductor_group)
+        except (
+            ironic_exception.DriverNotFound,
+            ironic_exception.TemporaryFailure,
+        ):
+            # As Ironic does: a conductor may just have come or gone.
+            self.reset()
+        return self._get_ring(driver_name, conductor_group)
+
+    def _get_ring(self, driver_name: str, conductor_group: str) -> Any:
+        services = process_services.started(CONF)
+        states = services.states
+        state = states.current() if self.cache else states.fresh()
+        if not state.active:
+            raise ironic_exception.TemporaryFailure()
+        group = (conductor_group or '') if self.use_groups else ''
+        found = state.memo(
+            (driver_name, group, self.use_groups),
+            lambda: self._build_ring(services, state, driver_name, group),
+        )
+        if found is None:
+            raise ironic_exception.DriverNotFound(driver_name=driver_name)
+        return found
+
+    def _build_ring(
+        self,
+        services: process_services.ProcessServices,
+        state: placement_state.PlacementState,
+        driver_name: str,
+        group: str,
+    ) -> rings.AffinityRing | rings.UnreachableRing | None:
+        hosts = state.hosts(driver_name, group, self.use_groups)
+        if not hosts:
+            return None  # as Ironic: nobody runs it
+        live = state.live(driver_name, group, self.use_groups)
+        if not live:
+            if not self.use_groups:
+                # Callers of rings without groups pick any conductor from
+                # ring.nodes (the driver endpoints): give them the error
+                # they handle, not an empty list.
+                return None
+            return rings.UnreachableRing(
+                services.orphans.not_in_group(driver_name, group, hosts),
+                _no_valid_host,
+            )
+        placer = state.engines[self.use_groups]
+        paced = state.paced[self.use_groups]
+        under_capacity = services.capacity.lookup(
+            placer, self.use_groups, paced
+        )
+        return rings.AffinityRing(
+            placer,
+            driver_name,
+            group.lower(),
+            live,
+            services.node_tags.lookup,
+            services.orphans.excluded,
+            _no_valid_host,
+            under_capacity,
+            # Under capacity a node's conductor depends on the others,
+            # and the capacity lookup paces the rollout itself.
+            None if under_capacity is not None else paced,
+        )

@@ -1,0 +1,242 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The ring manager through Ironic's public calls, with Ironic faked.
+
+The unit tests run without Ironic installed: its two modules the manager
+imports (exceptions, configuration) are stood in for, with exceptions
+taking the keywords Ironic's take. The end-to-end suite runs the same
+calls on real Ironic.
+"""
+
+import importlib
+import logging
+import sys
+import types
+from unittest import mock
+
+from ironic_affinity import profile
+from ironic_affinity.integration import process_services
+from ironic_affinity.integration.ring import capacity_state
+from ironic_affinity.integration.ring import orphans
+from ironic_affinity.integration.ring import placement_state
+from ironic_affinity.tests import base
+from ironic_affinity.tests.unit.integration import fakes
+from ironic_affinity.tests.unit.integration.ring import test_capacity_state
+
+Conductor = profile.ConductorProfile.build
+
+
+class IronicError(Exception):
+    def __init__(self, message=None, **kwargs):
+        super().__init__(message or repr(kwargs))
+        self.kwargs = kwargs
+
+
+class DriverNotFound(IronicError):
+    pass
+
+
+class TemporaryFailure(IronicError):
+    pass
+
+
+class NoValidHost(IronicError):
+    def __init__(self, reason):
+        super().__init__('No valid host was found. Reason: %s' % reason)
+
+
+def _fake_ironic():
+    exception = types.ModuleType('ironic.common.exception')
+    exception.DriverNotFound = DriverNotFound
+    exception.TemporaryFailure = TemporaryFailure
+    exception.NoValidHost = NoValidHost
+    common = types.ModuleType('ironic.common')
+    common.exception = exception
+    conf = types.ModuleType('ironic.conf')
+    conf.CONF = object()
+    ironic = types.ModuleType('ironic')
+    ironic.common, ironic.conf = common, conf
+    return {
+        'ironic': ironic,
+        'ironic.common': common,
+        'ironic.common.exception': exception,
+        'ironic.conf': conf,
+    }
+
+
+class RingManagerTestCase(base.TestCase):
+    def setUp(self):
+        super().setUp()
+        patcher = mock.patch.dict(sys.modules, _fake_ironic())
+        patcher.start()
+        self.addCleanup(patcher.stop)
+        sys.modules.pop('ironic_affinity.integration.ring.ring_manager', None)
+        self.module = importlib.import_module(
+            'ironic_affinity.integration.ring.ring_manager'
+        )
+        self.clock = fakes.booted_clock()
+        self.members = fakes.Members()
+        self.members.set(
+            {
+                'c1': Conductor(
+                    'c1', hard_affinity_tags='dc1', soft_affinity_tags='dc1'
+                ),
+                'c2': Conductor('c2', soft_affinity_tags='dc2'),
+                'g1': Conductor('g1'),
+            }
+        )
+        self.active = fakes.ActiveConductors(
+            {':x': {'c1', 'c2'}, 'rack1:x': {'g1'}}
+        )
+        self.node_tags = test_capacity_state.FakeTags()
+        self.node_tags.put('n-dc1', 'dc1', driver='x')
+        self.node_tags.put('n-none', driver='x')
+        services = types.SimpleNamespace(
+            states=placement_state.PlacementStates(
+                self.members, self.active, lambda: 15.0, clock=self.clock
+            ),
+            orphans=orphans.OrphanReports(logging.getLogger('test-rm')),
+            node_tags=self.node_tags,
+            capacity=capacity_state.CapacityStates(
+                self.node_tags, lambda: 2.0, logging.getLogger('test-rm')
+            ),
+        )
+        patcher = mock.patch.object(process_services, '_STARTED', services)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+
+    def manager(self, **kwargs):
+        return self.module.AffinityHashRingManager(**kwargs)
+
+    def test_places_by_tags(self):
+        ring = self.manager().get_ring('x', '')
+        self.assertEqual(frozenset({'c1', 'c2'}), ring.nodes)
+        self.assertEqual({'c1'}, ring.get_nodes(b'n-dc1'))
+        # c1 requires dc1: an untagged node goes to c2.
+        self.assertEqual({'c2'}, ring.get_nodes(b'n-none'))
+
+    def test_a_full_conductor_sends_nodes_on(self):
+        # dc1 nodes tie c1 and c2 at 1; c2 has room for one node, and
+        # n-none, which only c2 may take (c1 requires dc1), is the most
+        # entitled to it: every dc1 node goes to c1.
+        self.members.set(
+            {
+                'c1': Conductor(
+                    'c1', hard_affinity_tags='dc1', soft_affinity_tags='dc1'
+                ),
+                'c2': Conductor('c2', soft_affinity_tags='dc1', max_nodes=1),
+                'g1': Conductor('g1'),
+            }
+        )
+        for name in ('n-dc1-a', 'n-dc1-b'):
+            self.node_tags.put(name, 'dc1', driver='x')
+        ring = self.manager().get_ring('x', '')
+        for name in ('n-dc1', 'n-dc1-a', 'n-dc1-b'):
+            self.assertEqual({'c1'}, ring.get_nodes(name.encode()))
+        self.assertEqual({'c2'}, ring.get_nodes(b'n-none'))
+        # Now only c2 prefers dc1 nodes: it keeps one of them, c1 takes
+        # the others, and n-none, which c2 ranks below them, too.
+        self.members.set(
+            {
+                'c1': Conductor('c1', max_nodes=5),
+                'c2': Conductor('c2', soft_affinity_tags='dc1', max_nodes=1),
+                'g1': Conductor('g1'),
+            }
+        )
+        ring = self.manager().get_ring('x', '')
+        placed = [
+            ring.get_nodes(n.encode()).pop()
+            for n in ('n-dc1', 'n-dc1-a', 'n-dc1-b', 'n-none')
+        ]
+        self.assertEqual(1, placed[:3].count('c2'))
+        self.assertEqual('c1', placed[3])
+
+    def test_no_active_conductor_is_a_temporary_failure(self):
+        self.active.active = {}
+        self.assertRaises(TemporaryFailure, self.manager().get_ring, 'x', '')
+        # Retried once after a reset, as Ironic does.
+        self.assertEqual(2, self.active.reads)
+
+    def test_unknown_driver_is_not_found_after_one_retry(self):
+        exc = self.assertRaises(
+            DriverNotFound, self.manager().get_ring, 'y', ''
+        )
+        self.assertEqual({'driver_name': 'y'}, exc.kwargs)
+        self.assertEqual(2, self.active.reads)
+
+    def test_retry_sees_a_conductor_that_just_came(self):
+        manager = self.manager()
+        manager.get_ring('x', '')
+        self.active.active['rack2:x'] = {'c2'}
+        # Ironic's cache is still good for 15 s: only the retry after
+        # DriverNotFound reads the new conductor.
+        ring = manager.get_ring('x', 'rack2')
+        self.assertEqual(frozenset({'c2'}), ring.nodes)
+
+    def test_reset_before_the_first_lookup_is_harmless(self):
+        with mock.patch.object(process_services, '_STARTED', None):
+            self.module.AffinityHashRingManager.reset()
+
+    def test_ring_without_groups_spans_every_group(self):
+        # As Ironic's driver endpoints build it: any conductor of the
+        # hardware type, whatever its group, and a node of any group is
+        # placed over all of them.
+        ring = self.manager(use_groups=False, cache=False).get_ring('x', '')
+        self.assertEqual(frozenset({'c1', 'c2', 'g1'}), ring.nodes)
+        self.members.set({'g1': Conductor('g1')})
+        self.active.active = {'rack1:x': {'g1'}}
+        ring = self.manager(use_groups=False, cache=False).get_ring('x', '')
+        self.assertEqual({'g1'}, ring.get_nodes(b'n-none'))
+
+    def test_uncached_manager_reads_every_time(self):
+        manager = self.manager(cache=False)
+        for _ in range(3):
+            manager.get_ring('x', '')
+        self.assertEqual(3, self.active.reads)
+        cached = self.manager()
+        for _ in range(3):
+            cached.get_ring('x', '')
+        self.assertEqual(4, self.active.reads)
+
+    def test_group_ring_only_has_its_group(self):
+        ring = self.manager().get_ring('x', 'rack1')
+        self.assertEqual(frozenset({'g1'}), ring.nodes)
+        self.assertEqual({'g1'}, ring.get_nodes(b'n-none'))
+
+    def test_conductors_not_in_the_group_are_named(self):
+        self.members.set({'c1': Conductor('c1')})
+        ring = self.manager().get_ring('x', 'rack1')
+        found = ring.get_nodes(b'n-none')
+        self.assertNotIn('g1', found)
+        exc = self.assertRaises(NoValidHost, found.pop)
+        self.assertIn(
+            'g1 is alive in Ironic but not in the affinity', str(exc)
+        )
+        self.assertIn('hardware type x in conductor group "rack1"', str(exc))
+
+    def test_not_in_group_without_groups_is_driver_not_found(self):
+        self.members.set({})
+        self.assertRaises(
+            DriverNotFound,
+            self.manager(use_groups=False, cache=False).get_ring,
+            'x',
+            '',
+        )
+
+    def test_orphan_is_refused_with_the_tags_reason(self):
+        self.node_tags.put('n-dc9', 'dc9', driver='x')
+        self.members.set({'c1': Conductor('c1', hard_affinity_tags='dc1')})
+        found = self.manager().get_ring('x', '').get_nodes(b'n-dc9')
+        exc = self.assertRaises(NoValidHost, found.pop)
+        self.assertIn('no conductor may take node n-dc9', str(exc))
+        self.assertIn('c1:', str(exc))
