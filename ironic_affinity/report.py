@@ -23,24 +23,10 @@ from collections.abc import Sequence
 import time
 from typing import Any
 
-from ironic_affinity import capacity
-from ironic_affinity import engine
+from ironic_affinity import placement
 from ironic_affinity import profile
 from ironic_affinity import rollout
-from ironic_affinity import rollout_capacity
 from ironic_affinity import tags
-
-
-def loads(
-    conductors: Iterable[profile.ConductorProfile],
-    placements: Iterable[engine.Placement],
-) -> dict[str, int]:
-    """Nodes placed on each conductor, zero for those given none."""
-    counts = {c.name: 0 for c in conductors}
-    for placement in placements:
-        if placement.conductor is not None:
-            counts[placement.conductor] += 1
-    return counts
 
 
 def moment(at: float) -> str:
@@ -49,151 +35,55 @@ def moment(at: float) -> str:
     return time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(at))
 
 
-def paced(
-    placer: engine.PlacementEngine, now: float | None
-) -> rollout.PacedPlacer | None:
-    """The rollout under way at ``now`` over these conductors, if any."""
-    if now is None:
-        return None
-    if not any(c.changes for c in placer.conductors):
-        return None
-    found = rollout.PacedPlacer(placer)
-    return found if found.active(now) else None
-
-
 def _moves(moves: Iterable[rollout.Move]) -> list[dict[str, Any]]:
     return [
         {'from': m.source, 'to': m.target, 'at': round(m.at, 3)} for m in moves
     ]
 
 
-def _pace(
-    placer: rollout.PacedPlacer,
-    nodes: Sequence[profile.NodeRequest],
-    rows: list[dict[str, Any]],
-    now: float,
-) -> dict[str, Any]:
-    """Rows as they stand at ``now``, with the moves still to come."""
-    counts = {c.name: 0 for c in placer.current.conductors}
-    waiting = 0
-    for row, node in zip(rows, nodes, strict=True):
-        holder = placer.conductor(node, now)
-        if placer.stages(node.hash_key, now):
-            pending = _moves(placer.pending(node, now))
-            if pending:
-                row['pending'] = pending
-                waiting += 1
-        if holder != row['conductor']:
-            row.update(
-                conductor=holder,
-                score=_score(placer.current, node, holder),
-            )
-        if holder is not None:
-            counts[holder] += 1
-    return {
-        'loads': counts,
-        'rollout': {
-            'ends_at': round(placer.ends_at, 3),
-            'nodes_to_move': waiting,
-        },
-    }
-
-
-def _score(
-    placer: engine.PlacementEngine,
-    node: profile.NodeRequest,
-    holder: str | None,
-) -> int | None:
-    """The score of the conductor a node waits on, by its tags of now."""
-    for verdict in placer.evaluate(node).verdicts:
-        if verdict.conductor == holder:
-            return verdict.score
-    return None
-
-
 def _place(
-    placer: engine.PlacementEngine,
+    placer: placement.Placement,
     nodes: Sequence[profile.NodeRequest],
     now: float | None = None,
 ) -> dict[str, Any]:
     """Placements and loads; with capacity, who spilled and where each
     conductor stands against its ``max_nodes``; during a rollout, where
     nodes are at ``now`` and their moves to come."""
-    placements = placer.place_all(nodes)
-    rows = [
-        {
-            'node': p.node,
-            'conductor': p.conductor,
-            'score': p.score,
-            'tied': list(p.tied),
+    settled = placer.settle(nodes, now)
+    answers = placer.answer_all(nodes, now, settled)
+    rows = []
+    counts = {c.name: 0 for c in placer.conductors}
+    for answer in answers:
+        row: dict[str, Any] = {
+            'node': answer.node,
+            'conductor': answer.conductor,
+            'score': answer.score,
+            'tied': list(answer.tied),
         }
-        for p in placements
-    ]
-    rolling = paced(placer, now)
-    if not capacity.is_limited(placer.conductors):
-        if rolling is not None:
-            assert now is not None
-            return {'placements': rows, **_pace(rolling, nodes, rows, now)}
-        return {
-            'placements': rows,
-            'loads': loads(placer.conductors, placements),
-        }
-    timeline = None
-    if rolling is not None:
-        timeline = rollout_capacity.build(rolling, nodes)
-        assignment = timeline.final
-    else:
-        assignment = capacity.assign(placer, nodes)
-    for row, node in zip(rows, nodes, strict=True):
-        spilled = assignment.spilled.get(node.name)
-        if spilled is not None:
-            placed = assignment.conductors[node.name]
-            row.update(
-                conductor=placed,
-                score=_score(placer, node, placed),
-                spilled_from=spilled,
-            )
-        elif node.name in assignment.overflow:
+        if answer.spilled_from is not None:
+            row['spilled_from'] = answer.spilled_from
+        elif answer.over_capacity:
             row['over_capacity'] = True
-    result: dict[str, Any] = {
-        'placements': rows,
-        'loads': dict(assignment.loads),
-        'capacities': dict(assignment.capacities),
-        'over_capacity': assignment.over_capacity(),
-        'spilled': len(assignment.spilled),
-    }
-    if timeline is not None:
-        assert rolling is not None and now is not None
-        result.update(_pace_under_capacity(timeline, placer, nodes, rows, now))
-        result['rollout']['ends_at'] = round(rolling.ends_at, 3)
+        if answer.pending:
+            row['pending'] = _moves(answer.pending)
+        if answer.conductor is not None:
+            counts[answer.conductor] += 1
+        rows.append(row)
+    result: dict[str, Any] = {'placements': rows, 'loads': counts}
+    if settled is not None:
+        assignment = settled.assignment
+        result.update(
+            capacities=dict(assignment.capacities),
+            over_capacity=assignment.over_capacity(),
+            spilled=len(assignment.spilled),
+        )
+    rolling = placer.rolling(now)
+    if rolling is not None:
+        result['rollout'] = {
+            'ends_at': round(rolling.ends_at, 3),
+            'nodes_to_move': sum(1 for row in rows if row.get('pending')),
+        }
     return result
-
-
-def _pace_under_capacity(
-    timeline: rollout_capacity.Timeline,
-    placer: engine.PlacementEngine,
-    nodes: Sequence[profile.NodeRequest],
-    rows: list[dict[str, Any]],
-    now: float,
-) -> dict[str, Any]:
-    """Rows under capacity as they stand at ``now``: a node still to move
-    is shown where it is, with its move."""
-    for row, node in zip(rows, nodes, strict=True):
-        pending = timeline.pending(node.name, now)
-        if pending:
-            holder = timeline.conductor(node.name, now)
-            row.pop('spilled_from', None)
-            row.update(
-                conductor=holder,
-                score=_score(placer, node, holder),
-                pending=_moves(pending),
-            )
-    return {
-        'loads': timeline.loads(now),
-        'rollout': {
-            'nodes_to_move': sum(1 for row in rows if row.get('pending'))
-        },
-    }
 
 
 def plan(
@@ -215,13 +105,13 @@ def plan(
         they are at ``now``; those still to move have ``pending`` moves
         (from, to, at) and the result has ``rollout``.
     """
-    live = engine.PlacementEngine(c for c in conductors if c.name not in down)
+    live = placement.Placement(c for c in conductors if c.name not in down)
     result = _place(live, nodes, now)
     result['unplaced'] = [
         p['node'] for p in result['placements'] if p['conductor'] is None
     ]
     if down:
-        before = _place(engine.PlacementEngine(conductors), nodes, now)
+        before = _place(placement.Placement(conductors), nodes, now)
         result['moves'] = [
             {
                 'node': old['node'],
@@ -259,13 +149,13 @@ def _table(
     )
 
 
-def _note(placement: dict[str, Any]) -> str | None:
-    if 'pending' in placement:
-        last = placement['pending'][-1]
+def _note(row: dict[str, Any]) -> str | None:
+    if 'pending' in row:
+        last = row['pending'][-1]
         return 'moves to %s at %s' % (last['to'], moment(last['at']))
-    if 'spilled_from' in placement:
-        return 'spilled: %s full' % placement['spilled_from']
-    if placement.get('over_capacity'):
+    if 'spilled_from' in row:
+        return 'spilled: %s full' % row['spilled_from']
+    if row.get('over_capacity'):
         return 'over capacity: every way out full'
     return None
 
@@ -282,8 +172,8 @@ def render_plan(report: dict[str, Any], down: Collection[str] = ()) -> str:
     rolling = report.get('rollout')
     if capacities is not None or rolling is not None:
         headers += ('NOTE',)
-        for row, placement in zip(rows, placements, strict=True):
-            row.append(_note(placement))
+        for row, shown in zip(rows, placements, strict=True):
+            row.append(_note(shown))
     load_rows: list[tuple[Any, ...]] = sorted(report['loads'].items())
     load_headers: tuple[str, ...] = ('CONDUCTOR', 'NODES')
     if capacities is not None:
@@ -361,9 +251,8 @@ def explain(
     node: profile.NodeRequest,
     down: Collection[str] = (),
     nodes: Sequence[profile.NodeRequest] = (),
-    assignment: capacity.Assignment | None = None,
+    settled: placement.Settled | None = None,
     now: float | None = None,
-    timeline: rollout_capacity.Timeline | None = None,
 ) -> dict[str, Any]:
     """Every conductor's verdict for one node, and the fallback order.
 
@@ -371,65 +260,40 @@ def explain(
         capacity a node's place depends on the others: the result then
         also has each conductor's load and capacity and, for a node that
         did not get its first choice, ``spilled_from``.
-    :param assignment: the placement under capacity already computed
-        over ``conductors`` (less ``down``), instead of ``nodes``.
+    :param settled: the node set already settled over ``conductors``
+        (less ``down``) under capacity, instead of ``nodes``.
     :param now: seconds since the epoch: while a conductor's change
         rolls out, the node is where it is at ``now``, and the result
         has its ``pending`` moves and when the rollout ends.
-    :param timeline: the rollout under capacity already computed, with
-        ``assignment`` its final placement.
     """
-    live = engine.PlacementEngine(c for c in conductors if c.name not in down)
-    placement = live.place(node)
-    chosen = placement.conductor
-    extra: dict[str, Any] = {}
-    rolling = paced(live, now)
-    limited = capacity.is_limited(live.conductors)
-    if rolling is not None:
-        assert now is not None
-        extra['rollout_ends_at'] = round(rolling.ends_at, 3)
-        if not limited:
-            chosen = rolling.conductor(node, now)
-            extra['pending'] = _moves(rolling.pending(node, now))
-    loads_now: Mapping[str, int] = {}
-    if not limited:
-        assignment = timeline = None
-    elif assignment is None:
+    live = placement.Placement(c for c in conductors if c.name not in down)
+    if live.limited and settled is None:
         others = [n for n in nodes if n.name != node.name]
-        if rolling is not None:
-            timeline = rollout_capacity.build(rolling, others + [node])
-            assignment = timeline.final
-        else:
-            assignment = capacity.assign(live, others + [node])
-    if assignment is not None:
-        loads_now = assignment.loads
-        if node.name in assignment.conductors:
-            chosen = assignment.conductors[node.name]
-        else:
-            chosen = capacity.place_newcomer(assignment, live, node)
-        if timeline is not None and rolling is not None:
-            assert now is not None
-            loads_now = timeline.loads(now)
-            pending = timeline.pending(node.name, now)
-            extra['pending'] = _moves(pending)
-            if pending:
-                chosen = pending[0].source
-        if node.name in assignment.spilled and not extra.get('pending'):
-            extra['spilled_from'] = assignment.spilled[node.name]
-        extra['over_capacity'] = node.name in assignment.overflow
-    fallback = (
-        rolling.fallback_order(node, now or 0.0)
-        if rolling is not None and assignment is None
-        else live.fallback_order(node)
-    )
+        settled = live.settle(others + [node], now)
+    answer = live.answer(node, now, settled)
+    chosen = answer.conductor
+    pending = _moves(answer.pending)
+    extra: dict[str, Any] = {}
+    rolling = live.rolling(now)
+    if rolling is not None:
+        extra['rollout_ends_at'] = round(rolling.ends_at, 3)
+        if settled is None or settled.timeline is not None:
+            extra['pending'] = pending
+    loads_now: Mapping[str, int] = {}
     # Conductors the node would rather have had, which were full.
     passed_over: tuple[str, ...] = ()
-    if (
-        assignment is not None
-        and chosen in fallback
-        and not extra.get('pending')
-    ):
-        passed_over = fallback[: fallback.index(chosen)]
+    if settled is not None:
+        loads_now = settled.loads(None if rolling is None else now)
+        if answer.spilled_from is not None:
+            extra['spilled_from'] = answer.spilled_from
+        extra['over_capacity'] = answer.over_capacity
+        # Under capacity, the order of the node's preferences, which
+        # full conductors may have passed over.
+        fallback = live.preferences(node)
+        if chosen in fallback and not pending:
+            passed_over = fallback[: fallback.index(chosen)]
+    else:
+        fallback = live.fallback_order(node, now)
     verdicts = {v.conductor: v for v in live.evaluate(node).verdicts}
     rows = []
     for conductor in sorted(c.name for c in conductors):
@@ -442,14 +306,11 @@ def explain(
         else:
             if conductor == chosen:
                 state = 'chosen'
-            elif (
-                extra.get('pending')
-                and conductor == extra['pending'][-1]['to']
-            ):
+            elif pending and conductor == pending[-1]['to']:
                 state = 'next'
             elif conductor in passed_over:
                 state = 'full'
-            elif conductor in placement.tied:
+            elif conductor in answer.tied:
                 state = 'tied'
             else:
                 state = 'eligible'
@@ -458,10 +319,10 @@ def explain(
                 score=verdict.score,
                 breakdown=[list(item) for item in verdict.breakdown],
             )
-        if assignment is not None and verdict is not None:
+        if settled is not None and verdict is not None:
             row.update(
                 load=loads_now.get(conductor, 0),
-                max_nodes=assignment.capacities.get(conductor, 0),
+                max_nodes=settled.assignment.capacities.get(conductor, 0),
             )
         rows.append(row)
     return {
@@ -687,11 +548,11 @@ def check(
 ) -> dict[str, Any]:
     """Nodes no conductor may take, nodes only one conductor may, and
     conductors over their capacity."""
-    placer = engine.PlacementEngine(conductors)
+    placer = placement.Placement(conductors)
     orphans = []
     single = []
     for node in nodes:
-        order = placer.fallback_order(node)
+        order = placer.preferences(node)
         if not order:
             verdicts = placer.evaluate(node).verdicts
             orphans.append(
@@ -707,8 +568,9 @@ def check(
                 {'node': node.name, 'uuid': node.uuid, 'conductor': order[0]}
             )
     over: dict[str, dict[str, int]] = {}
-    if capacity.is_limited(placer.conductors):
-        assignment = capacity.assign(placer, nodes)
+    settled = placer.settle(nodes, None)
+    if settled is not None:
+        assignment = settled.assignment
         over = {
             name: {
                 'nodes': assignment.loads[name],

@@ -51,6 +51,7 @@ import uuid as uuidlib
 
 from ironic_affinity import capacity
 from ironic_affinity import engine
+from ironic_affinity import placement
 from ironic_affinity import profile
 from ironic_affinity.integration.data import node_tags
 from ironic_affinity.integration.ring import capacity_state
@@ -89,7 +90,7 @@ def _ring_lookup(conductors, nodes, limited):
         )
         for c in conductors
     ]
-    placer = engine.PlacementEngine(profiles)
+    placer = placement.Placement(profiles)
     tags = _Tags(nodes)
     states = capacity_state.CapacityStates(tags, lambda: 2.0, _Quiet())
     found = rings.AffinityRing(

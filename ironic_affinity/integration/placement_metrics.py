@@ -72,11 +72,8 @@ from typing import Protocol
 
 from oslo_log import log
 
-from ironic_affinity import capacity
-from ironic_affinity import engine
 from ironic_affinity import outage
-from ironic_affinity import report
-from ironic_affinity import rollout_capacity
+from ironic_affinity import placement
 from ironic_affinity.integration.data import live
 from ironic_affinity.integration.ring import placement_state
 from ironic_affinity.membership import lease
@@ -196,37 +193,22 @@ class PlacementReporter:
             self._report_placement(self._read_deployment(snapshot))
 
     def _report_placement(self, deployment: live.Deployment) -> None:
-        placer = engine.PlacementEngine(deployment.conductors)
+        placer = placement.Placement(deployment.conductors)
         now = self._wall_clock()
-        rolling = report.paced(placer, now)
-        timeline = None
-        if rolling is not None and capacity.is_limited(placer.conductors):
-            timeline = rollout_capacity.build(rolling, deployment.nodes)
-            assignment = timeline.final
-        else:
-            assignment = capacity.assign(placer, deployment.nodes)
-        loads = dict(assignment.loads)
-        # By uuid, which a rename does not change, for the moves.
-        placed = {
-            node.uuid or node.name: assignment.conductors[node.name]
-            for node in deployment.nodes
-        }
-        if rolling is not None:
-            # Where nodes are now, as the rings answer, and how many
-            # have yet to reach the conductor they will end on.
-            loads = dict.fromkeys(loads, 0)
-            waiting = 0
-            for node in deployment.nodes:
-                holder = (
-                    rolling.conductor(node, now)
-                    if timeline is None
-                    else timeline.conductor(node.name, now)
-                )
-                key = node.uuid or node.name
-                waiting += holder != placed[key]
-                placed[key] = holder
-                if holder is not None:
-                    loads[holder] += 1
+        settled = placer.settle(deployment.nodes, now)
+        answers = placer.answer_all(deployment.nodes, now, settled)
+        rolling = placer.rolling(now)
+        # Where nodes are now, as the rings answer, and how many have
+        # yet to reach the conductor they will end on; by uuid, which a
+        # rename does not change, for the moves.
+        loads = {c.name: 0 for c in placer.conductors}
+        placed: dict[str, str | None] = {}
+        waiting = 0
+        for node, answer in zip(deployment.nodes, answers, strict=True):
+            placed[node.uuid or node.name] = answer.conductor
+            waiting += answer.conductor != answer.final
+            if answer.conductor is not None:
+                loads[answer.conductor] += 1
         if rolling is not None or self._rolling:
             # Sent once more, as 0, when the rollout has ended: a gauge
             # keeps its last value.
@@ -235,7 +217,8 @@ class PlacementReporter:
                 0 if rolling is None else waiting,
             )
         self._rolling = rolling is not None
-        if assignment.limited:
+        if settled is not None:
+            assignment = settled.assignment
             self.sink.send_gauge('placement.spilled', len(assignment.spilled))
             self.sink.send_gauge(
                 'placement.over_capacity',

@@ -76,14 +76,13 @@ def node_affinity(
         driver=driver,
         conductor_group=group,
     )
-    placer = state.engines[True]
-    computed = services.capacity.current(placer, True, state.paced[True])
+    placer = state.placements[True]
+    computed = services.capacity.current(placer, True)
     result = report.explain(
         placer.conductors,
         request,
-        assignment=None if computed is None else computed.assignment,
+        settled=None if computed is None else computed.settled,
         now=time.time(),
-        timeline=None if computed is None else computed.timeline,
     )
     result.update(
         node=node.get('name') or uuid,

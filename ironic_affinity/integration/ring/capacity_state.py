@@ -30,19 +30,20 @@ When it is computed:
   or five times as long as the previous computation took, whichever is
   longer, by the first lookup after that: lookups meanwhile answer from the
   previous one, and a node it does not hold, or holds with other facts,
-  goes where :func:`capacity.place_newcomer` says, which every process
-  says alike. A new node is so placed by its tags within about two
+  is placed as a newcomer (:mod:`ironic_affinity.placement`), which every
+  process does alike. A new node is so placed by its tags within about two
   intervals of its creation, and counted in every conductor's load
   within one more.
 
-While a conductor's change rolls out (``[affinity]rebalance_period``),
-the computation is of the rollout under capacity
-(:mod:`ironic_affinity.rollout_capacity`): where each node was, where it
-ends and when it moves; a lookup compares its clock with the node's
-move, so no computation happens during the rollout but for the reasons
-above.
+What is computed, and how a lookup answers from it, is
+:mod:`ironic_affinity.placement`'s: this module only decides when to
+compute, and whether a computation holds a node as it is now. While a
+conductor's change rolls out (``[affinity]rebalance_period``) the
+computation holds when each node moves; a lookup compares its clock with
+the node's move, so no computation happens during the rollout but for
+the reasons above.
 
-Without any ``max_nodes``, nothing here runs: lookups are the engine's.
+Without any ``max_nodes``, nothing here runs.
 """
 
 from collections.abc import Callable
@@ -53,10 +54,7 @@ from typing import Any
 from typing import Protocol
 
 from ironic_affinity import capacity
-from ironic_affinity import engine
-from ironic_affinity import profile
-from ironic_affinity import rollout
-from ironic_affinity import rollout_capacity
+from ironic_affinity import placement
 from ironic_affinity.integration.data import node_tags as node_tags_module
 
 # A computation for changed nodes waits at least this many times as long
@@ -64,6 +62,10 @@ from ironic_affinity.integration.data import node_tags as node_tags_module
 # (doc/source/contributor/capacity.rst), and while nodes are enrolled
 # every process would otherwise spend most of a core on it.
 COST_SHARE = 5
+
+#: The settled node set to answer a node from, and whether it holds the
+#: node as it is now: uuid -> (settled, held).
+SettledLookup = Callable[[str], tuple[placement.Settled, bool]]
 
 
 class TagCache(Protocol):
@@ -78,22 +80,19 @@ class TagCache(Protocol):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Computed:
-    """One assignment and what it was computed from."""
+    """One settled node set and what it was computed from."""
 
-    placer: engine.PlacementEngine
+    placer: placement.Placement
     version: int
     at: float
     # How long it took.
     seconds: float
     facts: dict[str, node_tags_module.NodeFacts]
-    # Where nodes end up: the placement of now.
-    assignment: capacity.Assignment
-    # While a change rolls out: where they are until they move.
-    timeline: rollout_capacity.Timeline | None = None
+    settled: placement.Settled
 
 
 class CapacityStates:
-    """The latest assignment of each ring kind (with and without
+    """The latest settled node set of each ring kind (with and without
     groups), recomputed as the module's docstring says."""
 
     def __init__(
@@ -125,24 +124,15 @@ class CapacityStates:
         self._over: dict[str, int] = {}
 
     def current(
-        self,
-        placer: engine.PlacementEngine,
-        use_groups: bool,
-        paced: rollout.PacedPlacer | None = None,
+        self, placer: placement.Placement, use_groups: bool
     ) -> Computed | None:
-        """The assignment to answer from, or None without capacity.
-
-        :param paced: the rollout over ``placer``, while one is published.
-        """
-        if not capacity.is_limited(placer.conductors):
+        """The computation to answer from, or None without capacity."""
+        if not placer.limited:
             return None
-        return self._current(placer, use_groups, paced)
+        return self._current(placer, use_groups)
 
     def _current(
-        self,
-        placer: engine.PlacementEngine,
-        use_groups: bool,
-        paced: rollout.PacedPlacer | None,
+        self, placer: placement.Placement, use_groups: bool
     ) -> Computed:
         found = self._latest.get(use_groups)
         if found is not None and found.placer is placer:
@@ -161,47 +151,29 @@ class CapacityStates:
                 or found.placer is not placer
                 or found.version != self._tags.version
             ):
-                found = self._compute(placer, use_groups, paced)
+                found = self._compute(placer, use_groups)
                 self._latest[use_groups] = found
             return found
 
     def lookup(
-        self,
-        placer: engine.PlacementEngine,
-        use_groups: bool,
-        paced: rollout.PacedPlacer | None = None,
-    ) -> Callable[[str, profile.NodeRequest], str | None] | None:
-        """A ring's lookup under capacity over ``placer``'s members; None
-        when none of them has a ``max_nodes``, checked once here rather
-        than at every lookup.
-
-        :param paced: the rollout over ``placer``, while one is published.
-        """
-        if not capacity.is_limited(placer.conductors):
+        self, placer: placement.Placement, use_groups: bool
+    ) -> SettledLookup | None:
+        """A ring's source of settled node sets over ``placer``'s
+        members; None when none of them has a ``max_nodes``, checked
+        once here rather than at every lookup."""
+        if not placer.limited:
             return None
 
-        def conductor(uuid: str, node: profile.NodeRequest) -> str | None:
-            return self.conductor(
-                self._current(placer, use_groups, paced), uuid, node
-            )
+        def settled(uuid: str) -> tuple[placement.Settled, bool]:
+            computed = self._current(placer, use_groups)
+            return computed.settled, self.holds(computed, uuid)
 
-        return conductor
+        return settled
 
-    def conductor(
-        self,
-        computed: Computed,
-        uuid: str,
-        node: profile.NodeRequest,
-    ) -> str | None:
-        """Where the node goes under ``computed``."""
+    def holds(self, computed: Computed, uuid: str) -> bool:
+        """Whether ``computed`` holds the node with its facts of now."""
         held = computed.facts.get(uuid)
-        if held is not None and held == self._tags.facts(uuid):
-            if computed.timeline is not None:
-                return computed.timeline.conductor(uuid, self._wall_clock())
-            return computed.assignment.conductors.get(uuid)
-        return capacity.place_newcomer(
-            computed.assignment, computed.placer, node
-        )
+        return held is not None and held == self._tags.facts(uuid)
 
     def _gap(self, found: Computed) -> float:
         """Seconds between two computations for changed nodes: the
@@ -210,22 +182,16 @@ class CapacityStates:
         return max(self._interval(), COST_SHARE * found.seconds)
 
     def _compute(
-        self,
-        placer: engine.PlacementEngine,
-        use_groups: bool,
-        paced: rollout.PacedPlacer | None,
+        self, placer: placement.Placement, use_groups: bool
     ) -> Computed:
         version = self._tags.version  # before the read: never newer
         nodes = self._tags.nodes()
         requests = node_tags_module.requests(nodes, use_groups)
         started = self._clock()
-        timeline = None
-        if paced is not None and paced.active(self._wall_clock()):
-            timeline = rollout_capacity.build(paced, requests, self._pause)
-            assignment = timeline.final
-        else:
-            assignment = capacity.assign(placer, requests, pause=self._pause)
+        settled = placer.settle(requests, self._wall_clock(), self._pause)
+        assert settled is not None  # limited: see current()
         seconds = self._clock() - started
+        assignment = settled.assignment
         self._log.debug(
             'Placement under capacity of %(count)d nodes computed in '
             '%(seconds).2f s: %(spilled)d spilled from a full first '
@@ -235,20 +201,14 @@ class CapacityStates:
                 'seconds': seconds,
                 'spilled': len(assignment.spilled),
                 'moves': ''
-                if timeline is None
-                else '; %d move(s) of a rollout' % len(timeline.moves),
+                if settled.timeline is None
+                else '; %d move(s) of a rollout' % len(settled.timeline.moves),
             },
         )
         if use_groups:
             self._report(assignment)
         return Computed(
-            placer,
-            version,
-            self._clock(),
-            seconds,
-            dict(nodes),
-            assignment,
-            timeline,
+            placer, version, self._clock(), seconds, dict(nodes), settled
         )
 
     def _report(self, assignment: capacity.Assignment) -> None:

@@ -15,7 +15,7 @@
 Ironic asks for a ring on every node lookup, from many threads. Its own
 manager answers from one tuple read without a lock and replaced whole
 when it expires. Ours does the same with :class:`PlacementState`: the
-member view it was built from, Ironic's active conductors, the engines,
+member view it was built from, Ironic's active conductors, the placements,
 and the rings built from them. Readers take ``states.current()`` and use
 that one object to the end of their lookup, so no lookup mixes the
 membership of one moment with the conductors of another. A rebuild
@@ -40,8 +40,7 @@ from typing import Protocol
 from typing import TypeVar
 
 from ironic_affinity import active_members
-from ironic_affinity import engine
-from ironic_affinity import rollout
+from ironic_affinity import placement
 from ironic_affinity.membership import view
 
 T = TypeVar('T')
@@ -56,11 +55,11 @@ MissingObserver = Callable[[frozenset[str], bool], None]
 GAP_READ_SECONDS = 2.0
 
 
-# eq=False: states are compared by identity; their engines are large.
+# eq=False: states are compared by identity; their placements are large.
 @dataclasses.dataclass(frozen=True, eq=False)
 class PlacementState:
-    """The members, Ironic's active conductors and the engines built from
-    them, at one moment. Never changed once published, except for the
+    """The members, Ironic's active conductors and the placements built
+    from them, at one moment. Never changed once published, except for the
     ring memo, which holds only what these fields determine."""
 
     members: view.Snapshot
@@ -70,12 +69,8 @@ class PlacementState:
     read_at: float | None
     # By ``use_groups``: a ring built without groups judges every node and
     # conductor as group '', over every active conductor.
-    engines: dict[bool, engine.PlacementEngine]
+    placements: dict[bool, placement.Placement]
     ungrouped: dict[str, frozenset[str]]
-    # By ``use_groups``, while a conductor's change rolls out; else None.
-    paced: dict[bool, rollout.PacedPlacer | None] = dataclasses.field(
-        default_factory=lambda: {True: None, False: None}
-    )
     _rings: dict[Any, Any] = dataclasses.field(
         default_factory=dict, init=False, compare=False, repr=False
     )
@@ -118,11 +113,11 @@ def build(
     """A state from a view and Ironic's active conductors."""
     grouped = {key: frozenset(hosts) for key, hosts in active.items()}
     ungrouped = active_members.without_groups(grouped)
-    engines = {
-        True: engine.PlacementEngine(
+    placements = {
+        True: placement.Placement(
             active_members.profiles(members.members, grouped)
         ),
-        False: engine.PlacementEngine(
+        False: placement.Placement(
             active_members.profiles(members.members, ungrouped)
         ),
     }
@@ -130,16 +125,8 @@ def build(
         members=members,
         active=grouped,
         read_at=read_at,
-        engines=engines,
+        placements=placements,
         ungrouped=ungrouped,
-        paced={
-            use_groups: (
-                rollout.PacedPlacer(placer)
-                if any(c.changes for c in placer.conductors)
-                else None
-            )
-            for use_groups, placer in engines.items()
-        },
     )
 
 
@@ -248,7 +235,7 @@ class PlacementStates:
             and old.members.version == members.version
             and old.active == active
         ):
-            # Nothing that placement reads has changed: keep the engines
-            # and their placement memo.
+            # Nothing that placement reads has changed: keep the
+            # placements and their memo.
             return dataclasses.replace(old, members=members, read_at=read_at)
         return build(members, active, read_at)

@@ -101,11 +101,7 @@ class AffinityHashRingManager:
                 services.orphans.not_in_group(driver_name, group, hosts),
                 _no_valid_host,
             )
-        placer = state.engines[self.use_groups]
-        paced = state.paced[self.use_groups]
-        under_capacity = services.capacity.lookup(
-            placer, self.use_groups, paced
-        )
+        placer = state.placements[self.use_groups]
         return rings.AffinityRing(
             placer,
             driver_name,
@@ -114,8 +110,5 @@ class AffinityHashRingManager:
             services.node_tags.lookup,
             services.orphans.excluded,
             _no_valid_host,
-            under_capacity,
-            # Under capacity a node's conductor depends on the others,
-            # and the capacity lookup paces the rollout itself.
-            None if under_capacity is not None else paced,
+            services.capacity.lookup(placer, self.use_groups),
         )

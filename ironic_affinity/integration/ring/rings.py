@@ -27,16 +27,15 @@ import time
 
 from ironic_affinity import engine
 from ironic_affinity import exception
+from ironic_affinity import placement
 from ironic_affinity import profile
 from ironic_affinity import rendezvous
-from ironic_affinity import rollout
 from ironic_affinity.integration.data import fresh_nodes
+from ironic_affinity.integration.ring import capacity_state
 
 #: A node's tags by uuid: None for a node not in the database; raises
 #: NodeTagsUnreadable (see node_tags.NodeTagCache.lookup).
 NodeLookup = Callable[[str], frozenset[str] | None]
-#: Where a node goes under capacity: (uuid, request) -> conductor.
-CapacityLookup = Callable[[str, profile.NodeRequest], str | None]
 
 
 class NoValidConductor(set[str]):
@@ -56,24 +55,22 @@ class AffinityRing:
 
     def __init__(
         self,
-        placer: engine.PlacementEngine,
+        placer: placement.Placement,
         driver: str,
         group: str,
         members: Iterable[str],
         node_tags: NodeLookup,
         on_orphan: Callable[[str, engine.Evaluation], str],
         error: Callable[[str], Exception],
-        under_capacity: CapacityLookup | None = None,
-        paced: rollout.PacedPlacer | None = None,
+        under_capacity: capacity_state.SettledLookup | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """:param under_capacity: given when a conductor has a
-        ``max_nodes``: then a node's conductor depends on the other
-        nodes, and this says which it is.
-        :param paced: given while a conductor's change rolls out (see
-            ironic_affinity.rollout): then a node's conductor depends on
-            the time, read from ``clock`` (seconds since the epoch, as
-            the changes are published)."""
+        """:param placer: where nodes go (ironic_affinity.placement).
+        :param under_capacity: given when a conductor has a
+            ``max_nodes``: then a node's conductor depends on the other
+            nodes, and this gives the node set to answer from.
+        :param clock: seconds since the epoch, as conductors publish
+            their changes: read while a change rolls out."""
         self.placer = placer
         self.driver = driver
         self.group = group
@@ -83,7 +80,6 @@ class AffinityRing:
         self._on_orphan = on_orphan
         self._error = error
         self._under_capacity = under_capacity
-        self._paced = paced
         self._clock = clock
 
     def request(
@@ -127,38 +123,20 @@ class AffinityRing:
             # node; the node is placed by its tags from its row on.
             return self._hashed(uuid, ignored, replicas)
         node = self.request(uuid, node_tags)
-        assigned = None
+        settled, held = None, None
         if self._under_capacity is not None:
-            found = self._under_capacity(uuid, node)
-            if found in self.nodes and found not in ignored:
-                assigned = found
-        paced = self._paced
-        now = self._clock() if paced is not None else 0.0
-        if paced is not None and not paced.active(now):
-            paced = None
+            settled, held = self._under_capacity(uuid)
+        now = self._clock() if self.placer.timed else None
         if replicas == 1 and not ignored:
-            if assigned is not None:
-                return {assigned}
-            if paced is not None:
-                conductor = paced.conductor(node, now)
-            else:
-                conductor = self.placer.place(node).conductor
+            conductor = self.placer.conductor(node, now, settled, held)
             if conductor is not None:
                 return {conductor}
         else:
             order = [
                 c
-                for c in (
-                    paced.fallback_order(node, now)
-                    if paced is not None
-                    else self.placer.fallback_order(node)
-                )
+                for c in self.placer.fallback_order(node, now, settled, held)
                 if c not in ignored
             ]
-            if assigned is not None:
-                # Under capacity the node's own conductor comes first,
-                # then its fallback order.
-                order = [assigned] + [c for c in order if c != assigned]
             if order:
                 return set(order[:replicas])
         if isinstance(node_tags, fresh_nodes.BeingCreated):

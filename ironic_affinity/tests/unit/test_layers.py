@@ -37,6 +37,7 @@ LAYERS = (
             'capacity',
             'rollout',
             'rollout_capacity',
+            'placement',
             'active_members',
             'report',
             'scenario',

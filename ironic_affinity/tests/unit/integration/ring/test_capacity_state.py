@@ -17,9 +17,8 @@ from unittest import mock
 import uuid as uuidlib
 
 from ironic_affinity import capacity
-from ironic_affinity import engine
+from ironic_affinity import placement
 from ironic_affinity import profile
-from ironic_affinity import rollout
 from ironic_affinity.integration.data import node_tags
 from ironic_affinity.integration.ring import capacity_state
 from ironic_affinity.integration.ring import rings
@@ -85,7 +84,7 @@ class CapacityStatesTestCase(base.TestCase):
         self.placer = self.engine(max_nodes=10)
 
     def engine(self, max_nodes, extra=()):
-        return engine.PlacementEngine(
+        return placement.Placement(
             [
                 Conductor(
                     'c1',
@@ -174,39 +173,42 @@ class CapacityStatesTestCase(base.TestCase):
             changes=(profile.ProfileChange(before, 1.8e9, 60.0),),
         )
         placer = self.engine(10, [changing])
-        paced = rollout.PacedPlacer(placer)
         wall = Clock()
         wall.now = 1.8e9
         states = capacity_state.CapacityStates(
             self.tags, lambda: 2.0, self.log, clock=self.clock, wall_clock=wall
         )
-        lookup = states.lookup(placer, True, paced)
+        lookup = states.lookup(placer, True)
         requests = {
             uuid: profile.NodeRequest.build(uuid, ['rack10'], driver='ipmi')
             for uuid in self.rack
         }
 
         def where():
-            return {uuid: lookup(uuid, requests[uuid]) for uuid in self.rack}
+            return {
+                uuid: placer.conductor(requests[uuid], wall(), *lookup(uuid))
+                for uuid in self.rack
+            }
 
-        computed = states.current(placer, True, paced)
+        computed = states.current(placer, True)
+        timeline = computed.settled.timeline
         at_change = where()
-        self.assertEqual(dict(computed.timeline.start.conductors), at_change)
-        self.assertGreater(len(computed.timeline.moves), 5)
+        self.assertEqual(dict(timeline.start.conductors), at_change)
+        self.assertGreater(len(timeline.moves), 5)
         wall.now += 30
         halfway = where()
         wall.now += 30
         done = where()
-        self.assertEqual(dict(computed.assignment.conductors), done)
+        self.assertEqual(dict(computed.settled.assignment.conductors), done)
         moved_by_half = sum(1 for u in self.rack if halfway[u] != at_change[u])
         self.assertLess(0, moved_by_half)
-        self.assertLess(moved_by_half, len(computed.timeline.moves))
+        self.assertLess(moved_by_half, len(timeline.moves))
         # Computed once: the clock alone moves the nodes.
         self.assertEqual(1, self.tags.reads)
         self.assertEqual([], self.log.warning.call_args_list)
 
     def test_a_tag_change_is_never_answered_from_old_facts(self):
-        placer = engine.PlacementEngine(
+        placer = placement.Placement(
             [
                 Conductor('c1', hardware_types=['ipmi'], max_nodes=5),
                 Conductor(

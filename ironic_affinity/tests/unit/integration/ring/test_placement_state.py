@@ -98,7 +98,7 @@ class PlacementStatesTestCase(base.TestCase):
         second = states.current()
         self.assertIsNot(first, second)
         self.assertEqual(
-            ('c1',), tuple(c.name for c in second.engines[True].conductors)
+            ('c1',), tuple(c.name for c in second.placements[True].conductors)
         )
         # A new view did not make the active conductors due.
         self.assertEqual(1, self.active.reads)
@@ -111,7 +111,7 @@ class PlacementStatesTestCase(base.TestCase):
         second = states.current()
         self.assertEqual(2, self.active.reads)
         self.assertIsNot(first, second)
-        self.assertIs(first.engines[True], second.engines[True])
+        self.assertIs(first.placements[True], second.placements[True])
 
     def test_rings_are_memoised_per_state(self):
         states = self.states()
@@ -132,9 +132,9 @@ class PlacementStatesTestCase(base.TestCase):
         self.assertEqual(frozenset({'c1'}), state.hosts('x', '', True))
         self.assertEqual(frozenset({'c2'}), state.hosts('x', 'rack1', True))
         self.assertEqual(frozenset({'c1', 'c2'}), state.hosts('x', '', False))
-        ungrouped = state.engines[False].conductors
+        ungrouped = state.placements[False].conductors
         self.assertEqual(['', ''], [c.conductor_group for c in ungrouped])
-        grouped = state.engines[True].conductors
+        grouped = state.placements[True].conductors
         self.assertEqual(['', 'rack1'], [c.conductor_group for c in grouped])
 
     def test_a_conductor_the_view_lacks_makes_it_read_the_group(self):
@@ -178,7 +178,7 @@ class PlacementStatesTestCase(base.TestCase):
         def look():
             while not stop.is_set():
                 state = states.current()
-                names = {c.name for c in state.engines[True].conductors}
+                names = {c.name for c in state.placements[True].conductors}
                 expected = set(state.members.members) & set().union(
                     *state.active.values()
                 )

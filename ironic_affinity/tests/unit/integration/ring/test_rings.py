@@ -16,9 +16,9 @@ import dataclasses
 
 from ironic_affinity import engine
 from ironic_affinity import exception
+from ironic_affinity import placement
 from ironic_affinity import profile
 from ironic_affinity import rendezvous
-from ironic_affinity import rollout
 from ironic_affinity.integration.data import fresh_nodes
 from ironic_affinity.integration.ring import rings
 from ironic_affinity.tests import base
@@ -44,7 +44,7 @@ class AffinityRingTestCase(base.TestCase):
             Conductor('c3', hardware_types=['x']),
         ]
         self.ring = rings.AffinityRing(
-            engine.PlacementEngine(conductors),
+            placement.Placement(conductors),
             'x',
             '',
             ['c1', 'c2', 'c3'],
@@ -75,9 +75,7 @@ class AffinityRingTestCase(base.TestCase):
     def lonely_ring(self):
         """A ring of c3 alone, which requires dc2."""
         return rings.AffinityRing(
-            engine.PlacementEngine(
-                [Conductor('c3', hard_affinity_tags='dc2')]
-            ),
+            placement.Placement([Conductor('c3', hard_affinity_tags='dc2')]),
             'x',
             '',
             ['c3'],
@@ -194,7 +192,7 @@ class PacedRingTestCase(base.TestCase):
             changes=(profile.ProfileChange(before, self.now, 60.0),),
         )
         others = [Conductor('c2', hardware_types=['x'])]
-        self.placer = engine.PlacementEngine([rolling] + others)
+        self.placer = placement.Placement([rolling] + others)
         self.old = engine.PlacementEngine([before] + others)
         self.ring = rings.AffinityRing(
             self.placer,
@@ -204,7 +202,6 @@ class PacedRingTestCase(base.TestCase):
             self.tags.get,
             lambda node, evaluation: 'none',
             Refused,
-            paced=rollout.PacedPlacer(self.placer),
             clock=lambda: self.now,
         )
 
