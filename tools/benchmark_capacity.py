@@ -53,7 +53,7 @@ from ironic_affinity import capacity
 from ironic_affinity import engine
 from ironic_affinity import placement
 from ironic_affinity import profile
-from ironic_affinity.integration.data import node_tags
+from ironic_affinity.integration.data import node_facts
 from ironic_affinity.integration.ring import capacity_state
 from ironic_affinity.integration.ring import rings
 
@@ -64,7 +64,7 @@ class _Tags:
     def __init__(self, nodes):
         self.version = 1
         self.held = {
-            n.uuid: node_tags.NodeFacts('ipmi', '', n.tags) for n in nodes
+            n.uuid: node_facts.NodeFacts('ipmi', '', n.tags) for n in nodes
         }
 
     def nodes(self):

@@ -28,7 +28,7 @@ from ironic_affinity import report
 from ironic_affinity._i18n import _
 from ironic_affinity.integration import process_services
 from ironic_affinity.integration.data import live
-from ironic_affinity.integration.data import node_tags
+from ironic_affinity.integration.data import node_facts
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import view
 
@@ -58,7 +58,7 @@ def node_affinity(
     uuid = str(node['uuid'])
     tags_error = None
     try:
-        found = node_tags.tags_from_extra(
+        found = node_facts.tags_from_extra(
             node.get('extra') or {}, conf.affinity.node_tags_key, uuid
         )
     except (exception.InvalidTag, ValueError) as exc:

@@ -45,7 +45,7 @@ from ironic_affinity.integration.api import door
 from ironic_affinity.integration.api import json_patch
 from ironic_affinity.integration.api import write_notices
 from ironic_affinity.integration.data import fresh_nodes
-from ironic_affinity.integration.data import node_tags
+from ironic_affinity.integration.data import node_facts
 from ironic_affinity.integration.ring import loader
 from ironic_affinity.membership import service
 
@@ -72,7 +72,7 @@ def _note_written(node: str) -> None:
     if CONF.affinity.hash_ring_manager == 'affinity':
         service.note_node_written(CONF, node)
         services = process_services.if_started()
-        if services is not None and node_tags.is_uuid(node):
+        if services is not None and node_facts.is_uuid(node):
             # This process places the node by its new row at once; the
             # others when the notice has gone round.
             services.node_tags.written(node)
@@ -87,16 +87,16 @@ def _creating(
         return contextlib.nullcontext()
     extra = document.get(door.FIELD)
     try:
-        node_tags_ = node_tags.tags_from_extra(extra, tags_key(), 'in request')
+        found = node_facts.tags_from_extra(extra, tags_key(), 'in request')
     except ValueError:
         return contextlib.nullcontext()  # Ironic refuses the body itself
     driver = document.get('driver')
     group = document.get('conductor_group') or CONF.default_conductor_group
     return fresh_nodes.creating(
-        node_tags.NodeFacts(
+        node_facts.NodeFacts(
             driver if isinstance(driver, str) else '',
             group.lower() if isinstance(group, str) else '',
-            node_tags_,
+            found,
         )
     )
 

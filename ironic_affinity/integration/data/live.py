@@ -31,7 +31,7 @@ from ironic_affinity import exception
 from ironic_affinity import profile
 from ironic_affinity._i18n import _
 from ironic_affinity.integration.data import ironic_db
-from ironic_affinity.integration.data import node_tags
+from ironic_affinity.integration.data import node_facts
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import service
 from ironic_affinity.membership import view
@@ -72,7 +72,7 @@ def from_memory(
     conf: cfg.ConfigOpts,
     snapshot: view.Snapshot,
     database: ironic_db.IronicDatabase,
-    nodes: Iterable[tuple[str, node_tags.NodeFacts]],
+    nodes: Iterable[tuple[str, node_facts.NodeFacts]],
 ) -> Deployment:
     """The deployment as :func:`read` gives it, with the nodes as a tag
     cache holds them: only the conductors are read from the database,
@@ -83,7 +83,7 @@ def from_memory(
         active = ironic_db.active_conductors(
             connection, conf.conductor.heartbeat_timeout, database.sqlite
         )
-    return _deployment(snapshot, active, node_tags.requests(nodes), {})
+    return _deployment(snapshot, active, node_facts.requests(nodes), {})
 
 
 def _deployment(
@@ -144,7 +144,7 @@ def read(
     bad = {}
     for uuid, name, driver, group, extra in rows:
         try:
-            found = node_tags.tags_from_extra(extra, key, uuid)
+            found = node_facts.tags_from_extra(extra, key, uuid)
         except (exception.InvalidTag, ValueError) as exc:
             found = frozenset()
             bad[uuid] = str(exc)

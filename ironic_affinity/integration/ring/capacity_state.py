@@ -55,7 +55,7 @@ from typing import Protocol
 
 from ironic_affinity import capacity
 from ironic_affinity import placement
-from ironic_affinity.integration.data import node_tags as node_tags_module
+from ironic_affinity.integration.data import node_facts
 
 # A computation for changed nodes waits at least this many times as long
 # as the previous one took: at 100,000 nodes one takes 1 to 1.5 s
@@ -73,9 +73,9 @@ class TagCache(Protocol):
 
     version: int
 
-    def nodes(self) -> list[tuple[str, node_tags_module.NodeFacts]]: ...
+    def nodes(self) -> list[tuple[str, node_facts.NodeFacts]]: ...
 
-    def facts(self, uuid: str) -> node_tags_module.NodeFacts | None: ...
+    def facts(self, uuid: str) -> node_facts.NodeFacts | None: ...
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -87,7 +87,7 @@ class Computed:
     at: float
     # How long it took.
     seconds: float
-    facts: dict[str, node_tags_module.NodeFacts]
+    facts: dict[str, node_facts.NodeFacts]
     settled: placement.Settled
 
 
@@ -186,7 +186,7 @@ class CapacityStates:
     ) -> Computed:
         version = self._tags.version  # before the read: never newer
         nodes = self._tags.nodes()
-        requests = node_tags_module.requests(nodes, use_groups)
+        requests = node_facts.requests(nodes, use_groups)
         started = self._clock()
         settled = placer.settle(requests, self._wall_clock(), self._pause)
         assert settled is not None  # limited: see current()

@@ -204,3 +204,13 @@ class LayersTestCase(base.TestCase):
         graph = {'a': {'b'}, 'b': {'c'}, 'c': {'a'}, 'd': {'a'}, 'e': set()}
         self.assertEqual([['a', 'b', 'c']], _circles(graph))
         self.assertEqual([], _circles({'a': {'b'}, 'b': set()}))
+
+    def test_integration_modules_are_short(self):
+        long = []
+        for module, path in _modules():
+            if module.split('.')[1] not in SHORT_FOLDERS:
+                continue
+            lines = len(path.read_text().splitlines())
+            if lines > MAX_LINES:
+                long.append('%s: %d lines' % (module, lines))
+        self.assertEqual([], long)

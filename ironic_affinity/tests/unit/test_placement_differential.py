@@ -38,7 +38,7 @@ from ironic_affinity import placement
 from ironic_affinity import report
 from ironic_affinity.integration import placement_metrics
 from ironic_affinity.integration.data import live
-from ironic_affinity.integration.data import node_tags
+from ironic_affinity.integration.data import node_facts
 from ironic_affinity.integration.ring import capacity_state
 from ironic_affinity.integration.ring import rings
 from ironic_affinity.tests import base
@@ -130,7 +130,7 @@ class Answers:
 
     def rings(self, conductors, nodes, now):
         placer = placement.Placement(conductors)
-        tags = reference.FakeTags(node_tags.NodeFacts, nodes)
+        tags = reference.FakeTags(node_facts.NodeFacts, nodes)
         states = capacity_state.CapacityStates(
             tags,
             lambda: reference.INTERVAL,

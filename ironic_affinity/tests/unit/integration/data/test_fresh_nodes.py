@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from ironic_affinity import exception
 from ironic_affinity.integration.data import fresh_nodes
-from ironic_affinity.integration.data import node_tags
+from ironic_affinity.integration.data import node_facts
 from ironic_affinity.tests import base
 from ironic_affinity.tests.unit.integration.ring import test_capacity_state
 
@@ -26,7 +26,7 @@ KEEP = 6.0
 
 
 def facts(*tags):
-    return node_tags.NodeFacts('ipmi', '', frozenset(tags))
+    return node_facts.NodeFacts('ipmi', '', frozenset(tags))
 
 
 class Rows:

@@ -19,7 +19,7 @@ import uuid as uuidlib
 from ironic_affinity import capacity
 from ironic_affinity import placement
 from ironic_affinity import profile
-from ironic_affinity.integration.data import node_tags
+from ironic_affinity.integration.data import node_facts
 from ironic_affinity.integration.ring import capacity_state
 from ironic_affinity.integration.ring import rings
 from ironic_affinity.tests import base
@@ -36,7 +36,7 @@ class FakeTags:
         self.reads = 0
 
     def put(self, uuid, *tags, driver='ipmi', group=''):
-        self.held[uuid] = node_tags.NodeFacts(driver, group, frozenset(tags))
+        self.held[uuid] = node_facts.NodeFacts(driver, group, frozenset(tags))
         self.version += 1
 
     def nodes(self):

@@ -1,0 +1,179 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""What is published of a node, and the text it travels as.
+
+A node's row becomes one line of text in the process that reads it
+(:mod:`ironic_affinity.integration.data.tag_reader`), and that text
+becomes :class:`NodeFacts` again in every process that holds it
+(:mod:`ironic_affinity.integration.data.tag_follower`). Both directions
+are here, so that the format has one owner: a text that does not come
+apart as it was put together is never trusted, whoever wrote it.
+
+What is published of a node is its hardware type and conductor group
+beside its tags: the ring needs only the tags, but the placement metrics
+place every node, which they can then do from memory, rather than each
+reporting process reading the table.
+
+Tags live in the node's ``extra`` field under a configurable key, as a
+list or a comma/space separated string. A value outside the tag grammar
+(written before the plugin checked values at the API) is published as no
+tags, with one warning naming the node by the process that read it, so
+the node is still placed.
+"""
+
+from collections.abc import Iterable
+import dataclasses
+import json
+from typing import Any
+import uuid as uuidlib
+
+from oslo_log import log
+
+from ironic_affinity import exception
+from ironic_affinity import profile
+from ironic_affinity import tags
+
+LOG = log.getLogger(__name__)
+
+NO_TAGS: frozenset[str] = frozenset()
+# The columns read of each node.
+COLUMNS = ('uuid', 'extra', 'driver', 'conductor_group')
+# Between the parts of a node's published text: in none of them (tags,
+# driver names and conductor groups are words of letters, digits, dots,
+# dashes and underscores).
+SEPARATOR = '\n'
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeFacts:
+    """What is published of one node; one object per distinct value,
+    shared by the nodes that have it."""
+
+    driver: str
+    conductor_group: str
+    tags: frozenset[str]
+
+
+NO_FACTS = NodeFacts('', '', NO_TAGS)
+
+
+def requests(
+    nodes: Iterable[tuple[str, NodeFacts]], use_groups: bool = True
+) -> list[profile.NodeRequest]:
+    """(uuid, facts) as held here, as the engine takes them: named by
+    uuid, as the ring looks nodes up; without groups (Ironic's rings
+    built with ``use_groups=False``) every node is in group ''."""
+    return [
+        profile.NodeRequest(
+            name=uuid,
+            tags=facts.tags,
+            uuid=uuid,
+            driver=facts.driver or None,
+            conductor_group=facts.conductor_group if use_groups else '',
+        )
+        for uuid, facts in nodes
+    ]
+
+
+def tags_from_extra(extra: Any, key: str, node: str) -> frozenset[str]:
+    """The affinity tags in a node's ``extra`` (a dict or its JSON text).
+
+    :raises: InvalidTag naming the node and key for a bad value.
+    """
+    if isinstance(extra, str):
+        extra = json.loads(extra) if extra else {}
+    if not isinstance(extra, dict):
+        return NO_TAGS
+    return tags.parse_tags(extra.get(key), 'node %s extra.%s' % (node, key))
+
+
+def is_uuid(ident: str) -> bool:
+    # Ironic reads an identifier shaped like a uuid as one, never as a
+    # name.
+    try:
+        return str(uuidlib.UUID(ident)) == ident.lower()
+    except ValueError:
+        return False
+
+
+def encode(driver: str, group: str, tag_text: str) -> str:
+    """A node as published: hardware type, conductor group (in lower
+    case, as Ironic matches it) and tags, sorted and comma-separated."""
+    return SEPARATOR.join((driver, group.lower(), tag_text))
+
+
+def encode_facts(facts: NodeFacts) -> str:
+    """The text that a node's facts were decoded from."""
+    return encode(
+        facts.driver, facts.conductor_group, ','.join(sorted(facts.tags))
+    )
+
+
+def decode(text: str) -> NodeFacts:
+    """A node's facts from its published text; none from a text that
+    this module did not write."""
+    parts = text.rsplit(SEPARATOR, 2)
+    if len(parts) != 3:
+        return NO_FACTS
+    try:
+        node_tags = tags.parse_tags(parts[2], 'published node tags')
+    except exception.InvalidTag:
+        node_tags = NO_TAGS
+    return NodeFacts(parts[0], parts[1], node_tags)
+
+
+class RowEncoder:
+    """Nodes' rows as published, warning once per node and value of tags
+    that cannot be used."""
+
+    def __init__(self, key: str) -> None:
+        """:param key: the key of the tags in a node's ``extra``."""
+        self.key = key
+        self._bad: dict[str, str] = {}
+
+    def encode(
+        self,
+        uuid: str,
+        extra: Any,
+        driver: str | None,
+        group: str | None,
+        warn: bool = True,
+    ) -> str:
+        """A node's row (see :data:`COLUMNS`) as published.
+
+        :param warn: warn of unusable tags: the reader of the table
+            does, one process for the deployment; a row read for a
+            lookup is placed the same way without a warning of its own.
+        """
+        return encode(
+            driver or '', group or '', self._tag_text(uuid, extra, warn)
+        )
+
+    def _tag_text(self, uuid: str, extra: Any, warn: bool = True) -> str:
+        try:
+            node_tags = tags_from_extra(extra, self.key, uuid)
+        except (exception.InvalidTag, ValueError) as exc:
+            if not warn:
+                return ''
+            # Once per node and value: the row is read again by every full
+            # read.
+            if self._bad.get(uuid) != str(exc):
+                LOG.warning(
+                    'Node %(node)s has unusable affinity tags and is placed '
+                    'as untagged until they are fixed: %(error)s',
+                    {'node': uuid, 'error': exc},
+                )
+            self._bad[uuid] = str(exc)
+            return ''
+        self._bad.pop(uuid, None)
+        return ','.join(sorted(node_tags))
