@@ -48,6 +48,14 @@ FAILOVER = MEMBER_TIMEOUT + 1.0 + 2 * SYNC
 DB_FAILOVER = 5.0 + 2.0 + 2 * SYNC + 1.0
 # ...and back: a heartbeat (1 s), a ring rebuild (2 s), a sync, a second.
 DB_HEAL = 1.0 + 2.0 + SYNC + 1.0
+# One owner per node again after the heal: the cut conductor's next
+# heartbeat (1 s) and its client's reconnection (about 1 s), the others'
+# next read of the group and its own, begun after that heartbeat (a
+# watch interval, 1 s, each), the two syncs of a handover counted as a
+# double (a sync), and a second for the sampling. 5 s was the bound
+# before: the code of 1f77083 exceeded it too, 5.004 s in one of two
+# runs on Ironic 35; 2.0 to 6.0 s measured since.
+REDIS_HEAL = 1.0 + 1.0 + 2 * 1.0 + SYNC + 1.0
 # The API reports its view stale by then: the watch interval, a read's
 # deadline (the member timeout), one sample interval and a second.
 API_STALE = 1.0 + MEMBER_TIMEOUT + 1.0 + 1.0
@@ -225,10 +233,10 @@ class PartitionTestCase(base.TestCase):
         # No ping-pong: taken over once by the cut, once by the heal.
         for node, count in timeline.takeovers.items():
             self.assertLessEqual(count, 2, (node, timeline.takeovers))
-        # One owner per node within 5 s of the heal.
+        # One owner per node soon after the heal.
         self.assertLessEqual(
             last_heal_double - healed_at,
-            5.0,
+            REDIS_HEAL,
             'nodes worked by two conductors: %s' % sorted(heal_doubles),
         )
         # No node went without a conductor longer than a failover.

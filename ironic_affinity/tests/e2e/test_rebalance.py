@@ -67,6 +67,14 @@ def moves_per_window(arrived, changed_at, period):
     return curve
 
 
+# What the conductors log when their membership lapses or returns.
+_MEMBERSHIP_WORDS = (
+    'Standing down',
+    'back in the affinity group',
+    'joined group',
+)
+
+
 class RebalanceTestCase(base.TestCase):
     TIMED = True
 
@@ -75,6 +83,17 @@ class RebalanceTestCase(base.TestCase):
         status, body = self.dep._request('GET', '/v1/nodes/detail?limit=1000')
         self.assertEqual(200, status, body)
         return {n['uuid']: n['conductor'] for n in body['nodes']}
+
+    def membership_events(self):
+        """The conductors' lines about standing down or rejoining, for
+        a failure's message: a node may move back because its conductor
+        lost the group under load, not because of the rollout."""
+        found = []
+        for index in (1, 2):
+            for line in self.dep.log('conductor%d' % index).splitlines():
+                if any(word in line for word in _MEMBERSHIP_WORDS):
+                    found.append(line[:200])
+        return found or 'none'
 
     def on(self, nodes, conductor):
         placed = self.placements()
@@ -150,7 +169,10 @@ class RebalanceTestCase(base.TestCase):
                 if where == first:
                     arrived.setdefault(node, now)
                 elif node in arrived:
-                    self.fail('%s went back to %s' % (node, where))
+                    self.fail(
+                        '%s went back to %s; membership meanwhile: %s'
+                        % (node, where, self.membership_events())
+                    )
                 else:
                     self.assertEqual(second, where, node)
             if killed_at is None and now >= changed_at + PERIOD / 2:
@@ -268,7 +290,10 @@ class RebalanceTestCase(base.TestCase):
                     held += 1
                     arrived.setdefault(node, now)
                 elif node in arrived:
-                    self.fail('%s went back to %s' % (node, where))
+                    self.fail(
+                        '%s went back to %s; membership meanwhile: %s'
+                        % (node, where, self.membership_events())
+                    )
                 else:
                     self.assertEqual(second, where, node)
             most = max(most, held)
