@@ -213,11 +213,15 @@ class Placement:
         nodes: Sequence[profile.NodeRequest],
         now: float | None,
         settled: Settled | None = None,
+        moves: bool = True,
     ) -> list[NodeAnswer]:
         """Every node's answer, in the order given, many at once.
 
         :param settled: this placement's :meth:`settle` of ``nodes``;
             settled here when not given.
+        :param moves: whether to list each node's pending moves; a
+            caller that counts where nodes are (the metrics, under a
+            rollout) spares itself a placement per moment and node.
         """
         if self.limited and settled is None:
             settled = self.settle(nodes, now)
@@ -225,7 +229,9 @@ class Placement:
         paced = self.rolling(now)
         answers = []
         for node, placement in zip(nodes, first, strict=True):
-            answers.append(self._answer(node, placement, now, paced, settled))
+            answers.append(
+                self._answer(node, placement, now, paced, settled, moves)
+            )
         return answers
 
     def answer(
@@ -252,6 +258,7 @@ class Placement:
         now: float | None,
         paced: rollout.PacedPlacer | None,
         settled: Settled | None,
+        moves: bool = True,
     ) -> NodeAnswer:
         final = placement.conductor
         spilled_from = None
@@ -271,7 +278,7 @@ class Placement:
         elif paced is not None:
             assert now is not None
             holder = paced.conductor(node, now)
-            if paced.stages(node.hash_key, now):
+            if moves and paced.stages(node.hash_key, now):
                 pending = tuple(paced.pending(node, now))
         else:
             holder = final

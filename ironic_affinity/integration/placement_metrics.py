@@ -196,7 +196,9 @@ class PlacementReporter:
         placer = placement.Placement(deployment.conductors)
         now = self._wall_clock()
         settled = placer.settle(deployment.nodes, now)
-        answers = placer.answer_all(deployment.nodes, now, settled)
+        answers = placer.answer_all(
+            deployment.nodes, now, settled, moves=False
+        )
         rolling = placer.rolling(now)
         # Where nodes are now, as the rings answer, and how many have
         # yet to reach the conductor they will end on; by uuid, which a
