@@ -38,6 +38,7 @@ LAYERS = (
             'rollout',
             'rollout_capacity',
             'placement',
+            'adoption',
             'active_members',
             'report',
             'scenario',

@@ -1,0 +1,140 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Switches between Ironic's ring and affinity placement, node by node."""
+
+import math
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ironic_affinity import adoption
+from ironic_affinity.tests import base
+
+T0 = 1_800_000_000.0
+PERIOD = 600.0
+KEYS = [('node-%d' % i).encode() for i in range(3000)]
+
+
+def on_affinity(found, now):
+    return {k for k in KEYS if found.side(k, now) == adoption.AFFINITY}
+
+
+class AdoptionTestCase(base.TestCase):
+    def test_no_switch_is_stock(self):
+        found = adoption.Adoption([])
+        self.assertEqual(set(), on_affinity(found, T0))
+        self.assertEqual(adoption.STOCK, found.settled())
+        self.assertFalse(found.active(T0))
+
+    def test_a_switch_moves_every_node_once_over_its_period(self):
+        found = adoption.Adoption([adoption.Switch('affinity', T0, PERIOD)])
+        self.assertEqual(set(), on_affinity(found, T0 - 1))
+        self.assertEqual(set(), on_affinity(found, T0))
+        before = set()
+        # In every tenth of the period about a tenth of the nodes move,
+        # and none moves back.
+        for step in range(1, 11):
+            now = T0 + PERIOD * step / 10
+            moved = on_affinity(found, now)
+            self.assertLessEqual(before, moved)
+            self.assertLess(abs(len(moved - before) - 300), 60, step)
+            before = moved
+        self.assertEqual(set(KEYS), before)
+        self.assertFalse(found.active(T0 + PERIOD))
+        self.assertTrue(found.active(T0 + PERIOD - 1))
+
+    def test_a_switch_at_once(self):
+        found = adoption.Adoption([adoption.Switch('affinity', T0, 0)])
+        self.assertEqual(set(), on_affinity(found, T0 - 0.001))
+        self.assertEqual(set(KEYS), on_affinity(found, T0))
+
+    def test_an_abort_moves_back_only_what_moved(self):
+        half = T0 + PERIOD / 2
+        switches = [
+            adoption.Switch('affinity', T0, PERIOD),
+            adoption.Switch('stock', half, PERIOD),
+        ]
+        found = adoption.Adoption(switches)
+        moved = on_affinity(adoption.Adoption(switches[:1]), half)
+        self.assertEqual(moved, on_affinity(found, half))
+        previous = moved
+        for step in range(1, 11):
+            now = half + PERIOD * step / 10
+            current = on_affinity(found, now)
+            # Nothing that had not moved moves; what had moves back, at
+            # the second switch's pace.
+            self.assertLessEqual(current, previous)
+            self.assertLess(
+                abs(len(previous - current) - len(moved) / 10), 50, step
+            )
+            previous = current
+        self.assertEqual(set(), previous)
+        self.assertEqual(adoption.STOCK, found.settled())
+
+    def test_pending_moves_are_when_the_side_changes(self):
+        switches = [
+            adoption.Switch('affinity', T0, PERIOD),
+            adoption.Switch('stock', T0 + PERIOD / 2, PERIOD),
+        ]
+        found = adoption.Adoption(switches)
+        for key in KEYS[:300]:
+            for move in found.pending(key, T0):
+                self.assertEqual(move.source, found.side(key, move.at - 0.01))
+                self.assertEqual(move.target, found.side(key, move.at + 0.01))
+            # The side at the end is where the last move goes.
+            moves = found.pending(key, T0)
+            end = found.side(key, T0 + 2 * PERIOD)
+            self.assertEqual(
+                end, moves[-1].target if moves else found.side(key, T0)
+            )
+
+    def test_old_switches_are_dropped_in_order(self):
+        switches = [
+            adoption.Switch(
+                'affinity' if i % 2 else 'stock', T0 + i * 1000, 10.0
+            )
+            for i in range(adoption.MAX_SWITCHES + 3)
+        ]
+        found = adoption.Adoption(reversed(switches))
+        self.assertEqual(adoption.MAX_SWITCHES, len(found.switches))
+        self.assertEqual(switches[-adoption.MAX_SWITCHES - 1].to, found.before)
+        self.assertEqual(switches[-1].to, found.settled())
+
+    def test_bad_switches_are_refused(self):
+        self.assertRaises(ValueError, adoption.Switch, 'tags', T0, 1.0)
+        self.assertRaises(ValueError, adoption.Switch, 'stock', T0, -1.0)
+        self.assertRaises(ValueError, adoption.Switch, 'stock', T0, math.nan)
+
+    @given(
+        st.lists(
+            st.tuples(
+                st.sampled_from(adoption.SIDES),
+                st.floats(-1000, 1000),
+                st.sampled_from([0.0, 10.0, 60.0, 600.0]),
+            ),
+            max_size=4,
+        ),
+        st.floats(-2000, 3000),
+        st.binary(min_size=1, max_size=16),
+    )
+    def test_same_answer_whatever_the_order_given(self, raw, offset, key):
+        switches = [adoption.Switch(to, T0 + at, p) for to, at, p in raw]
+        now = T0 + offset
+        forward = adoption.Adoption(switches)
+        backward = adoption.Adoption(list(reversed(switches)))
+        self.assertEqual(forward.side(key, now), backward.side(key, now))
+        # Past every switch's end, every node is where the last one went.
+        end = max((s.ends_at() for s in switches), default=now)
+        self.assertEqual(
+            forward.settled(), forward.side(key, max(now, end) + 1)
+        )
