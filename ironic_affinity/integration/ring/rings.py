@@ -102,7 +102,8 @@ class AffinityRing:
         """The conductor(s) for the node whose uuid is ``data``.
 
         With replicas > 1 or ignore_nodes, the first conductors of the
-        engine's fallback order that are not ignored.
+        node's fallback order (:meth:`placement.Placement.fallback_order`)
+        that are not ignored.
         """
         uuid = data.decode('utf-8') if isinstance(data, bytes) else data
         ignored = set(ignore_nodes or ())

@@ -72,13 +72,24 @@ class StatsdListener:
         return found
 
 
+# prometheus_client's write_to_textfile writes FILE.<pid>.<thread id>
+# first and renames it over FILE: a listing may catch that file, gone by
+# the time it is opened (seen in CI: FileNotFoundError).
+_TEMPORARY = re.compile(r'\.\d+\.\d+$')
+
+
 def exported(location):
     """{hostname: {metric: value}} of our metrics in the files that
     ironic-prometheus-exporter wrote (one per conductor)."""
     found = {}
     for name in os.listdir(location):
-        with open(os.path.join(location, name)) as handle:
-            text = handle.read()
+        if _TEMPORARY.search(name):
+            continue
+        try:
+            with open(os.path.join(location, name)) as handle:
+                text = handle.read()
+        except FileNotFoundError:
+            continue  # replaced since the listing: read at the next poll
         for family in parser.text_string_to_metric_families(text):
             for sample in family.samples:
                 if sample.name.startswith('ironic_affinity_'):
