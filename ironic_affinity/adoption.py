@@ -37,7 +37,6 @@ argument, in seconds since the epoch, as switches are published.
 """
 
 from collections.abc import Iterable
-from collections.abc import Sequence
 import dataclasses
 import math
 
@@ -182,13 +181,3 @@ class Adoption:
                 moves.append(Move(moment, where, there))
                 where = there
         return moves
-
-
-def nodes_on(
-    adoption: Adoption, keys: Sequence[bytes], now: float
-) -> dict[str, int]:
-    """How many of these nodes are on each side at ``now``."""
-    counts = dict.fromkeys(SIDES, 0)
-    for key in keys:
-        counts[adoption.side(key, now)] += 1
-    return counts
