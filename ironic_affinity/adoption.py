@@ -37,6 +37,7 @@ argument, in seconds since the epoch, as switches are published.
 """
 
 from collections.abc import Iterable
+from collections.abc import Mapping
 import dataclasses
 import math
 
@@ -49,6 +50,9 @@ SIDES = (STOCK, AFFINITY)
 # Switches kept at once: older ones have finished long ago, and every
 # node has followed at least the newest finished one.
 MAX_SWITCHES = 8
+# When the deployment's first known side starts: before any published
+# time (capabilities refuse earlier ones), and the same in every process.
+ORIGIN_AT = 1e9
 # How far past a node's moment its side is read when listing its moves:
 # past the moment, whatever the rounding of the clock (as rollout does).
 _AFTER = 1e-3
@@ -181,3 +185,201 @@ class Adoption:
                 moves.append(Move(moment, where, there))
                 where = there
         return moves
+
+
+@dataclasses.dataclass(frozen=True)
+class Vote:
+    """The side one conductor asks for (its ``hash_ring_manager``), since
+    when, and the period it gives a switch it starts."""
+
+    side: str
+    since: float
+    period: float
+
+    def __post_init__(self) -> None:
+        # Checked as a switch is: the side and the period.
+        Switch(self.side, self.since, self.period)
+
+
+@dataclasses.dataclass(frozen=True)
+class Published:
+    """What a member publishes about the switch: its vote, and the
+    switches it knows of, so that the history outlives any one member."""
+
+    vote: Vote
+    switches: tuple[Switch, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Agreement:
+    """The switches every process derives from the same members."""
+
+    adoption: Adoption
+    # The side the deployment goes to: the newest switch's.
+    target: str
+    # The switches members publish from now on (empty while the
+    # deployment's side is only inferred, see :func:`agree`).
+    record: tuple[Switch, ...]
+    # Members that vote for Ironic's ring, and conductors active in
+    # Ironic that are not members, by name: what holds the deployment on
+    # Ironic's ring, for operators.
+    stock_voters: frozenset[str]
+    outsiders: frozenset[str]
+
+
+#: Before any member has been read: affinity placement, which then places
+#: nothing, rather than a guess.
+UNREAD = Agreement(
+    adoption=Adoption((), before=AFFINITY),
+    target=AFFINITY,
+    record=(),
+    stock_voters=frozenset(),
+    outsiders=frozenset(),
+)
+
+
+def merged(switches: Iterable[Switch]) -> tuple[Switch, ...]:
+    """Every member's switches as one history: each once, by time, the
+    newest :data:`MAX_SWITCHES`."""
+    return Adoption(set(switches)).switches
+
+
+def agree(
+    votes: Mapping[str, Published | None],
+    outsiders: Iterable[str],
+    previous: Agreement | None = None,
+) -> Agreement:
+    """The deployment's switches, from its members alone.
+
+    :param votes: every member by name, with what it published; None for
+        a member that publishes no vote (a release before switches, or a
+        conductor that has only ever placed by affinity): it places by
+        affinity, since a time nobody knows.
+    :param outsiders: conductors Ironic lists as active that are not
+        members (they run Ironic's own commands, or lost the backend).
+    :param previous: what this process agreed last. With no member at
+        all, it stands: every conductor may have lost the backend at
+        once, which is no vote, and the history went with them.
+
+    With a history, the deployment goes to:
+
+    * Ironic's ring while any member votes for it;
+    * affinity once the history says so, whoever is missing (a member
+      that lost the backend is a conductor down, not a vote);
+    * else Ironic's ring while no member votes affinity, or while a
+      conductor active in Ironic is not a member (it does not run the
+      plugin yet);
+    * else affinity.
+
+    A change of side is a new switch, from the moment the vote that made
+    it was cast: for affinity, the latest vote of the last conductor to
+    turn to it; for Ironic's ring, the first vote back. Its period is
+    that voter's. Members publish the switch at their next heartbeat, so
+    that it stays fixed when that voter restarts; the history lives as
+    long as any member runs.
+
+    Without a history, the deployment has been on affinity if members
+    vote for it and no active conductor is missing, or if members vote
+    for it and none votes for Ironic's ring (a deployment that ran the
+    plugin before switches existed, one of whose conductors is down);
+    else on Ironic's ring. That side is taken at once, as it is where
+    nodes are: nothing moves. Only a side of Ironic's ring that a member
+    votes for is recorded: affinity needs no record until it is left,
+    and neither is published, so an earlier release reading the members
+    sees nothing new.
+    """
+    outside = frozenset(outsiders)
+    if not votes and previous is not None:
+        return dataclasses.replace(previous, outsiders=outside)
+    known = merged(
+        s for p in votes.values() if p is not None for s in p.switches
+    )
+    stock_votes = {
+        name: p.vote
+        for name, p in votes.items()
+        if p is not None and p.vote.side == STOCK
+    }
+    affinity_votes = {
+        name: (p.vote if p is not None else None)
+        for name, p in votes.items()
+        if p is None or p.vote.side == AFFINITY
+    }
+    inferred = not known
+    if known:
+        last = known[-1]
+        if stock_votes:
+            target = STOCK
+        elif last.to == AFFINITY:
+            target = AFFINITY
+        elif not affinity_votes or outside:
+            target = STOCK
+        else:
+            target = AFFINITY
+    else:
+        if affinity_votes and (not outside or not stock_votes):
+            origin = AFFINITY
+        else:
+            origin = STOCK
+        last = Switch(origin, ORIGIN_AT, 0.0)
+        target = STOCK if stock_votes else origin
+        known = (last,)
+    switches = known
+    if target != last.to:
+        switches = merged(
+            known + (_switch(target, stock_votes, affinity_votes, last),)
+        )
+        record = switches
+    elif not inferred:
+        record = known
+    elif target == STOCK and stock_votes:
+        record = known
+    else:
+        record = ()
+    return Agreement(
+        adoption=Adoption(switches, before=switches[0].to),
+        target=target,
+        record=record,
+        stock_voters=frozenset(stock_votes),
+        outsiders=outside,
+    )
+
+
+def _switch(
+    target: str,
+    stock_votes: Mapping[str, Vote],
+    affinity_votes: Mapping[str, Vote | None],
+    last: Switch,
+) -> Switch:
+    """The switch to ``target`` that the votes started."""
+    if target == STOCK:
+        # The first conductor back to Ironic's ring started it.
+        name, vote = min(stock_votes.items(), key=lambda i: (i[1].since, i[0]))
+    else:
+        timed = {n: v for n, v in affinity_votes.items() if v is not None}
+        if not timed:
+            # Only members that publish no vote are left (the voters for
+            # Ironic's ring have gone): nobody says when or how fast, so
+            # at once, from the last switch, the same in every process.
+            return Switch(target, last.at, 0.0)
+        # The last conductor to turn to affinity started it.
+        name, vote = max(timed.items(), key=lambda i: (i[1].since, i[0]))
+    # Never before the switch it follows: a vote older than that switch
+    # (a clock behind the others) starts it now-ish, not in the past.
+    return Switch(target, max(vote.since, last.at), vote.period)
+
+
+def takeover_period(
+    nodes: int, conductors: int, per_run: int, interval: float
+) -> float:
+    """The shortest switch over which Ironic keeps up with its takeovers.
+
+    With ``conductors`` conductors, a switch moves about (C-1)/C of the
+    nodes (Ironic's ring and tags have nothing in common), and each
+    conductor receives 1/C of those. A conductor takes over at most
+    ``per_run`` nodes (``[conductor]periodic_max_workers``) each
+    ``interval`` (``[conductor]sync_local_state_interval``).
+    """
+    if conductors <= 1 or nodes <= 0 or per_run <= 0 or interval <= 0:
+        return 0.0
+    received = nodes * (conductors - 1) / conductors / conductors
+    return math.ceil(received / per_run) * float(interval)

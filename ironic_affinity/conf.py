@@ -173,6 +173,27 @@ REBALANCE_OPTS = [
             'this option before it is set.'
         ),
     ),
+    cfg.IntOpt(
+        'adoption_period',
+        min=0,
+        max=7 * 24 * 3600,
+        mutable=True,
+        help=_(
+            'Seconds over which nodes move when the deployment switches '
+            'between Ironic\'s hash ring and affinity placement: when the '
+            'last conductor that voted for Ironic\'s ring (hash_ring_manager '
+            '= stock) turns to affinity, or the first one turns back. Each '
+            'node moves at its own moment within the period, the same in '
+            'every process. The period of the conductor whose vote started '
+            'the switch applies. Unset, the default: sized so that Ironic '
+            'keeps up with the takeovers, i.e. the nodes each conductor '
+            'receives divided by [conductor]periodic_max_workers, times '
+            '[conductor]sync_local_state_interval. 0 moves them all at '
+            'once. Moves that must happen are never delayed: a node whose '
+            'conductor left the group, or whose hard tags rule it out, '
+            'moves at once.'
+        ),
+    ),
 ]
 
 MEMBERSHIP_OPTS = [

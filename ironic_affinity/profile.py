@@ -17,6 +17,7 @@ from collections.abc import Mapping
 import dataclasses
 import types
 
+from ironic_affinity import adoption
 from ironic_affinity import exception
 from ironic_affinity import tags
 from ironic_affinity._i18n import _
@@ -63,6 +64,10 @@ class ConductorProfile:
     # Earlier profiles that nodes still follow, oldest first, while their
     # changes roll out (see ironic_affinity.rollout).
     changes: tuple['ProfileChange', ...] = ()
+    # Its vote between Ironic's ring and affinity placement, and the
+    # switches it knows of (ironic_affinity.adoption); None when it
+    # publishes none. Not part of the signature: no verdict depends on it.
+    switching: adoption.Published | None = None
 
     @classmethod
     def build(

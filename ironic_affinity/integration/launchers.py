@@ -71,15 +71,17 @@ def _install_membership() -> None:
     original_stop = rpc_service.RPCService.stop
 
     def join(manager: Any) -> None:
-        if (
-            CONF.affinity.hash_ring_manager == 'affinity'
-            and getattr(manager, '_affinity_membership', None) is None
-        ):
+        # A conductor joins whichever side it votes for: one that votes
+        # for Ironic's ring ("stock") is a member too, so that the others
+        # know to place by Ironic's ring until it turns (see adoption).
+        if getattr(manager, '_affinity_membership', None) is None:
             membership = service.ConductorMembership(
                 CONF,
                 manager.host,
                 frozenset(CONF.enabled_hardware_types),
                 CONF.conductor.conductor_group or '',
+                known_switches=_known_switches,
+                sized_period=lambda: _sized_period(manager.host),
             )
             membership.start()
             manager._affinity_membership = membership
@@ -139,6 +141,41 @@ def _install_membership() -> None:
     _note_reloads()
 
 
+def _known_switches() -> Any:
+    """The switches this process has agreed on, for its conductor to
+    publish: from the last state built, without reading anything."""
+    from ironic_affinity.integration import process_services
+
+    services = process_services.if_started()
+    state = None if services is None else services.states.latest()
+    return () if state is None else state.agreement.record
+
+
+# While this process has not read the nodes yet: an hour, the period the
+# takeover rule gives about 1,000 nodes over a few conductors.
+_PERIOD_UNSIZED = 3600.0
+
+
+def _sized_period(own_name: str) -> float:
+    """[affinity]adoption_period when unset: from the nodes and
+    conductors this process sees, by Ironic's takeover pace."""
+    from ironic.conf import CONF
+
+    from ironic_affinity import adoption
+    from ironic_affinity.integration import process_services
+
+    services = process_services.if_started()
+    if services is None or not services.node_tags.loaded.is_set():
+        return _PERIOD_UNSIZED
+    conductors = set(services.view.snapshot().members) | {own_name}
+    return adoption.takeover_period(
+        len(services.node_tags),
+        len(conductors),
+        CONF.conductor.periodic_max_workers,
+        CONF.conductor.sync_local_state_interval,
+    )
+
+
 def _warm_up() -> None:
     """Start this process's placement services (member view, node tags)
     now, in the worker, so that its first node lookup (a conductor's
@@ -146,8 +183,6 @@ def _warm_up() -> None:
     rather than reading them itself."""
     from ironic.conf import CONF
 
-    if CONF.affinity.hash_ring_manager != 'affinity':
-        return
     from ironic_affinity.integration import process_services
 
     process_services.started(CONF)

@@ -24,6 +24,7 @@ import json
 import math
 from typing import Any
 
+from ironic_affinity import adoption
 from ironic_affinity import exception
 from ironic_affinity import profile
 from ironic_affinity import rollout
@@ -40,9 +41,17 @@ MAX_NAME_LENGTH = 255
 _KEYS = frozenset(
     ('format',)
     + profile.TAG_OPTIONS
-    + ('hardware_types', 'conductor_group', 'max_nodes', 'changes')
+    + (
+        'hardware_types',
+        'conductor_group',
+        'max_nodes',
+        'changes',
+        'switching',
+    )
 )
 _CHANGE_KEYS = frozenset(('before', 'at', 'period'))
+_SWITCHING_KEYS = frozenset(('vote', 'since', 'period', 'switches'))
+_SWITCH_KEYS = frozenset(('to', 'at', 'period'))
 # Larger than any deployment: a bound, so that a member cannot publish a
 # number that is costly to print or compare.
 MAX_NODES_LIMIT = 10**9
@@ -84,13 +93,32 @@ def encode(conductor: profile.ConductorProfile) -> dict[str, Any]:
         found['changes'] = [
             {
                 'before': (
-                    None if change.before is None else encode(change.before)
+                    None
+                    if change.before is None
+                    # Only its tags: a switch is the member's, not the
+                    # profile's.
+                    else encode(
+                        dataclasses.replace(change.before, switching=None)
+                    )
                 ),
                 'at': change.at,
                 'period': change.period,
             }
             for change in conductor.changes
         ]
+    if conductor.switching is not None:
+        # Published only by a conductor that votes for Ironic's ring or
+        # knows of a switch (see adoption.agree), for the same reason.
+        vote = conductor.switching.vote
+        found['switching'] = {
+            'vote': vote.side,
+            'since': vote.since,
+            'period': vote.period,
+            'switches': [
+                {'to': s.to, 'at': s.at, 'period': s.period}
+                for s in conductor.switching.switches
+            ],
+        }
     return found
 
 
@@ -202,6 +230,60 @@ def _changes(name: str, value: Any) -> tuple[profile.ProfileChange, ...]:
     return tuple(found)
 
 
+def _side(value: Any, where: str) -> str:
+    if value not in adoption.SIDES:
+        raise exception.InvalidCapabilities(
+            _('%(where)s must be one of %(sides)s, not %(got)s')
+            % {
+                'where': where,
+                'sides': ', '.join(adoption.SIDES),
+                'got': _shown(value),
+            }
+        )
+    return str(value)
+
+
+def _switching(value: Any) -> adoption.Published:
+    if not isinstance(value, dict) or set(value) != _SWITCHING_KEYS:
+        raise exception.InvalidCapabilities(
+            _('switching must be a mapping of vote, since, period, switches')
+        )
+    switches = value['switches']
+    if not isinstance(switches, list) or len(switches) > adoption.MAX_SWITCHES:
+        raise exception.InvalidCapabilities(
+            _('switching.switches must be a list of at most %d switches')
+            % adoption.MAX_SWITCHES
+        )
+    found = []
+    for index, switch in enumerate(switches):
+        where = 'switching.switches[%d]' % index
+        if not isinstance(switch, dict) or set(switch) != _SWITCH_KEYS:
+            raise exception.InvalidCapabilities(
+                _('%s must be a mapping of to, at and period') % where
+            )
+        found.append(
+            adoption.Switch(
+                _side(switch['to'], where + '.to'),
+                # The origin of a history is before any real time.
+                _number(
+                    switch['at'],
+                    adoption.ORIGIN_AT,
+                    _LATEST,
+                    where + '.at',
+                ),
+                _number(switch['period'], 0, MAX_PERIOD, where + '.period'),
+            )
+        )
+    return adoption.Published(
+        adoption.Vote(
+            _side(value['vote'], 'switching.vote'),
+            _number(value['since'], _EARLIEST, _LATEST, 'switching.since'),
+            _number(value['period'], 0, MAX_PERIOD, 'switching.period'),
+        ),
+        tuple(found),
+    )
+
+
 def _shown(value: Any) -> str:
     """A value from a member, short enough for one line of a message."""
     if value is None or isinstance(value, bool):
@@ -287,6 +369,9 @@ def decode(name: str, raw: Any) -> profile.ConductorProfile:
             max_nodes=_max_nodes(raw.get('max_nodes', 0)),
             changes=(
                 _changes(name, raw['changes']) if 'changes' in raw else ()
+            ),
+            switching=(
+                _switching(raw['switching']) if 'switching' in raw else None
             ),
         )
     except (exception.InvalidTag, exception.ConflictingTags) as exc:

@@ -25,6 +25,8 @@ does not (:func:`api_processes`).
 """
 
 import atexit
+from collections.abc import Callable
+import dataclasses
 import os
 import socket
 import time
@@ -33,6 +35,7 @@ from typing import Any
 from oslo_config import cfg
 from oslo_log import log
 
+from ironic_affinity import adoption
 from ironic_affinity import conf as affinity_conf
 from ironic_affinity import exception
 from ironic_affinity import profile
@@ -151,11 +154,30 @@ class ConductorMembership:
         name: str,
         hardware_types: frozenset[str] | None = None,
         conductor_group: str = '',
+        known_switches: Callable[[], tuple[adoption.Switch, ...]] = tuple,
+        sized_period: Callable[[], float] = float,
     ) -> None:
+        """:param known_switches: the switches between Ironic's ring and
+            affinity placement this process knows of, to publish with the
+            vote (ironic_affinity.adoption); read at every heartbeat, so
+            without waiting on anything.
+        :param sized_period: the adoption period that keeps takeovers
+            paced, used while ``[affinity]adoption_period`` is unset.
+        """
         self.conf = conf
         self.name = name
         self.hardware_types = hardware_types
         self.conductor_group = conductor_group
+        # hash_ring_manager is read at start only: the vote is this
+        # process's, cast when it starts.
+        self.vote = (
+            adoption.STOCK
+            if conf.affinity.hash_ring_manager == adoption.STOCK
+            else adoption.AFFINITY
+        )
+        self.voted_at = time.time()
+        self._known_switches = known_switches
+        self._sized_period = sized_period
         current = self._profile()
         group = conf.affinity
         #: Until it runs out, this conductor places nodes on itself.
@@ -196,7 +218,33 @@ class ConductorMembership:
             time.time(),
             self.conf.affinity.rebalance_period,
         )
+        switching = self._switching()
+        if switching is not None:
+            composed = dataclasses.replace(composed, switching=switching)
         return capabilities.encode(capabilities.fit(composed))
+
+    def _switching(self) -> adoption.Published | None:
+        """The vote and the known switches, when there is something to
+        publish: a vote for Ironic's ring, or a history. A conductor that
+        only ever placed by affinity publishes nothing new, so that a
+        reader of an earlier release still reads it."""
+        known = self._known_switches()
+        if self.vote == adoption.AFFINITY and not known:
+            return None
+        period = self.conf.affinity.adoption_period
+        return adoption.Published(
+            adoption.Vote(
+                self.vote,
+                self.voted_at,
+                min(
+                    float(
+                        period if period is not None else self._sized_period()
+                    ),
+                    capabilities.MAX_PERIOD,
+                ),
+            ),
+            known,
+        )
 
     def _profile(self) -> profile.ConductorProfile:
         current = affinity_conf.conductor_profile(

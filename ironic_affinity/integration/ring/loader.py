@@ -66,7 +66,9 @@ def load(name: str) -> Any:
 
 
 def stock_manager(use_groups: bool = True, cache: bool = True) -> Any:
-    """Ironic's own hash-ring manager: the "stock" plugin, for rollback."""
+    """Ironic's own hash-ring manager, as it was before install(): what
+    the affinity manager answers with while the deployment places by
+    Ironic's ring (see ironic_affinity.adoption)."""
     return _ORIGINAL(use_groups=use_groups, cache=cache)
 
 

@@ -40,6 +40,7 @@ from typing import Protocol
 from typing import TypeVar
 
 from ironic_affinity import active_members
+from ironic_affinity import adoption
 from ironic_affinity import placement
 from ironic_affinity.membership import view
 
@@ -71,6 +72,9 @@ class PlacementState:
     # conductor as group '', over every active conductor.
     placements: dict[bool, placement.Placement]
     ungrouped: dict[str, frozenset[str]]
+    # Between Ironic's ring and affinity placement: which side each node
+    # is on, agreed from the members' votes (ironic_affinity.adoption).
+    agreement: adoption.Agreement
     _rings: dict[Any, Any] = dataclasses.field(
         default_factory=dict, init=False, compare=False, repr=False
     )
@@ -109,6 +113,7 @@ def build(
     members: view.Snapshot,
     active: active_members.ActiveConductors,
     read_at: float | None,
+    previous: adoption.Agreement | None = None,
 ) -> PlacementState:
     """A state from a view and Ironic's active conductors."""
     grouped = {key: frozenset(hosts) for key, hosts in active.items()}
@@ -127,6 +132,21 @@ def build(
         read_at=read_at,
         placements=placements,
         ungrouped=ungrouped,
+        agreement=(
+            adoption.agree(
+                {
+                    name: conductor.switching
+                    for name, conductor in members.members.items()
+                },
+                active_members.missing_from_group(members.members, grouped),
+                previous,
+            )
+            if members.read_at is not None
+            # The group never read: no vote is known, and an empty group
+            # would read as "Ironic's ring". Placing by affinity with no
+            # members places nothing, which breaks no hard tag.
+            else adoption.UNREAD
+        ),
     )
 
 
@@ -182,11 +202,20 @@ class PlacementStates:
                 self._state = state
             return state
 
+    def latest(self) -> PlacementState | None:
+        """The state last built, as it is: no reading, no waiting (for a
+        heartbeat, which must not wait on the database)."""
+        return self._state
+
     def fresh(self) -> PlacementState:
         """A state from conductors read now, not kept: Ironic's
         ``cache=False``."""
+        latest = self._state
         return build(
-            self._members.snapshot(), self._read_active(), self._clock()
+            self._members.snapshot(),
+            self._read_active(),
+            self._clock(),
+            None if latest is None else latest.agreement,
         )
 
     def reset(self) -> None:
@@ -238,4 +267,9 @@ class PlacementStates:
             # Nothing that placement reads has changed: keep the
             # placements and their memo.
             return dataclasses.replace(old, members=members, read_at=read_at)
-        return build(members, active, read_at)
+        return build(
+            members,
+            active,
+            read_at,
+            None if old is None else old.agreement,
+        )

@@ -27,12 +27,16 @@ configuration); the state lives in
 :mod:`ironic_affinity.integration.process_services`.
 """
 
+import time
 from typing import Any
 
 from ironic.common import exception as ironic_exception
 from ironic.conf import CONF
 
+from ironic_affinity import adoption
 from ironic_affinity.integration import process_services
+from ironic_affinity.integration.ring import adoption_ring
+from ironic_affinity.integration.ring import loader
 from ironic_affinity.integration.ring import placement_state
 from ironic_affinity.integration.ring import rings
 
@@ -50,6 +54,7 @@ class AffinityHashRingManager:
 
     @classmethod
     def reset(cls) -> None:
+        loader.stock_manager.reset()  # type: ignore[attr-defined]
         services = process_services.if_started()
         if services is not None:
             services.states.reset()
@@ -69,6 +74,12 @@ class AffinityHashRingManager:
         services = process_services.started(CONF)
         states = services.states
         state = states.current() if self.cache else states.fresh()
+        switches = state.agreement.adoption
+        now = time.time()
+        if not switches.active(now) and switches.settled() == adoption.STOCK:
+            # Every node is on Ironic's ring: Ironic's own answers, from
+            # Ironic's own manager, whatever the members.
+            return self._stock_ring(driver_name, conductor_group)
         if not state.active:
             raise ironic_exception.TemporaryFailure()
         group = (conductor_group or '') if self.use_groups else ''
@@ -76,9 +87,23 @@ class AffinityHashRingManager:
             (driver_name, group, self.use_groups),
             lambda: self._build_ring(services, state, driver_name, group),
         )
-        if found is None:
+        if not switches.active(now):
+            if found is None:
+                raise ironic_exception.DriverNotFound(driver_name=driver_name)
+            return found
+        # A switch runs: each node on its side of the moment.
+        try:
+            stock = self._stock_ring(driver_name, conductor_group)
+        except ironic_exception.DriverNotFound:
+            stock = None
+        if stock is None and found is None:
             raise ironic_exception.DriverNotFound(driver_name=driver_name)
-        return found
+        return adoption_ring.SwitchingRing(switches, stock, found)
+
+    def _stock_ring(self, driver_name: str, conductor_group: str) -> Any:
+        return loader.stock_manager(
+            use_groups=self.use_groups, cache=self.cache
+        ).get_ring(driver_name, conductor_group)
 
     def _build_ring(
         self,

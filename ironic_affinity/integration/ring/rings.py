@@ -148,6 +148,26 @@ class AffinityRing:
         reason = self._on_orphan(node.name, self.placer.evaluate(node))
         return NoValidConductor(reason, self._error)
 
+    def excludes(self, uuid: str, conductor: str) -> bool:
+        """Whether affinity placement forbids ``conductor`` the node now:
+        it is not a live member, or the node's hard tags (or its group or
+        hardware type) rule it out. Unreadable tags forbid it: hard tags
+        may be among them."""
+        if conductor not in self.nodes:
+            return True
+        try:
+            node_tags = self._node_tags(uuid)
+        except exception.NodeTagsUnreadable:
+            return True
+        if node_tags is None:
+            return False  # no row yet: no tags to break
+        for verdict in self.placer.evaluate(
+            self.request(uuid, node_tags)
+        ).verdicts:
+            if verdict.conductor == conductor:
+                return verdict.excluded is not None
+        return True
+
     def _hashed(self, uuid: str, ignored: set[str], replicas: int) -> set[str]:
         """Conductors by hashing alone, as for a node without a row."""
         order = [

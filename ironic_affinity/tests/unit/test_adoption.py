@@ -138,3 +138,135 @@ class AdoptionTestCase(base.TestCase):
         self.assertEqual(
             forward.settled(), forward.side(key, max(now, end) + 1)
         )
+
+
+def vote(side, since=T0, period=PERIOD, switches=()):
+    return adoption.Published(adoption.Vote(side, since, period), switches)
+
+
+ORIGIN_STOCK = adoption.Switch('stock', adoption.ORIGIN_AT, 0.0)
+
+
+class AgreeTestCase(base.TestCase):
+    """The side every process derives from the members' votes."""
+
+    def test_a_deployment_without_votes_stays_on_affinity(self):
+        # Ran the plugin before switches existed: nothing moves, nothing
+        # new is published.
+        found = adoption.agree({'c1': None, 'c2': None}, ())
+        self.assertEqual('affinity', found.target)
+        self.assertFalse(found.adoption.active(T0))
+        self.assertEqual((), found.record)
+        # One of its conductors down is not a vote for Ironic's ring.
+        found = adoption.agree({'c1': None}, {'c2'})
+        self.assertEqual('affinity', found.target)
+
+    def test_no_member_is_ironics_ring_unless_agreed_before(self):
+        found = adoption.agree({}, {'c1', 'c2'})
+        self.assertEqual('stock', found.target)
+        self.assertEqual((), found.record)
+        before = adoption.agree({'c1': None, 'c2': None}, ())
+        kept = adoption.agree({}, {'c1', 'c2'}, previous=before)
+        self.assertEqual('affinity', kept.target)
+
+    def test_one_vote_for_stock_records_ironics_ring(self):
+        found = adoption.agree({'c1': vote('stock'), 'c2': None}, {'c3'})
+        self.assertEqual('stock', found.target)
+        self.assertEqual((ORIGIN_STOCK,), found.record)
+        self.assertEqual(frozenset({'c1'}), found.stock_voters)
+
+    def test_the_last_vote_for_affinity_starts_the_switch(self):
+        history = (ORIGIN_STOCK,)
+        votes = {
+            'c1': vote('affinity', T0, switches=history),
+            'c2': vote('affinity', T0 + 30, 900.0, switches=history),
+            'c3': vote('stock', T0 + 10, switches=history),
+        }
+        self.assertEqual('stock', adoption.agree(votes, ()).target)
+        # A conductor that does not run the plugin holds it there too.
+        votes['c3'] = vote('affinity', T0 + 60, 300.0, switches=history)
+        self.assertEqual('stock', adoption.agree(votes, {'c4'}).target)
+        found = adoption.agree(votes, ())
+        self.assertEqual('affinity', found.target)
+        switch = adoption.Switch('affinity', T0 + 60, 300.0)
+        self.assertEqual((ORIGIN_STOCK, switch), found.record)
+        self.assertTrue(found.adoption.active(T0 + 100))
+        self.assertFalse(found.adoption.active(T0 + 360))
+        # Recorded, it stands whoever restarts or is missing.
+        recorded = {
+            name: vote('affinity', T0 + 500, switches=found.record)
+            for name in ('c1', 'c2')
+        }
+        again = adoption.agree(recorded, {'c3'})
+        self.assertEqual(found.adoption.switches, again.adoption.switches)
+
+    def test_the_first_vote_back_starts_the_rollback(self):
+        history = (ORIGIN_STOCK, adoption.Switch('affinity', T0, 300.0))
+        votes = {
+            'c1': vote('stock', T0 + 1000, 120.0, switches=history),
+            'c2': vote('stock', T0 + 2000, switches=history),
+            'c3': vote('affinity', T0, switches=history),
+        }
+        found = adoption.agree(votes, ())
+        self.assertEqual(
+            history + (adoption.Switch('stock', T0 + 1000, 120.0),),
+            found.record,
+        )
+
+    def test_a_rollback_without_history_is_paced(self):
+        # A deployment that placed by affinity before switches existed.
+        found = adoption.agree(
+            {'c1': vote('stock', T0 + 5), 'c2': None, 'c3': None}, ()
+        )
+        self.assertEqual(
+            (
+                adoption.Switch('affinity', adoption.ORIGIN_AT, 0.0),
+                adoption.Switch('stock', T0 + 5, PERIOD),
+            ),
+            found.record,
+        )
+
+    @given(
+        st.lists(
+            st.tuples(
+                st.sampled_from(adoption.SIDES),
+                st.floats(T0, T0 + 10**5),
+                st.booleans(),
+            ),
+            min_size=1,
+            max_size=6,
+        ),
+        st.frozensets(st.sampled_from(['x1', 'x2'])),
+        st.randoms(),
+    )
+    def test_every_process_agrees_whatever_the_order(
+        self, raw, outsiders, random
+    ):
+        votes = {
+            'c%d' % i: (vote(side, since) if published else None)
+            for i, (side, since, published) in enumerate(raw)
+        }
+        shuffled = list(votes.items())
+        random.shuffle(shuffled)
+
+        def seen(found):
+            return (
+                found.adoption.switches,
+                found.adoption.before,
+                found.target,
+                found.record,
+                found.stock_voters,
+            )
+
+        self.assertEqual(
+            seen(adoption.agree(votes, outsiders)),
+            seen(adoption.agree(dict(shuffled), set(outsiders))),
+        )
+
+    def test_takeover_period(self):
+        # 10,000 nodes, 10 conductors: each receives 900, 8 per 180 s.
+        self.assertEqual(
+            113 * 180.0, adoption.takeover_period(10_000, 10, 8, 180)
+        )
+        self.assertEqual(0.0, adoption.takeover_period(10_000, 1, 8, 180))
+        self.assertEqual(0.0, adoption.takeover_period(0, 3, 8, 180))

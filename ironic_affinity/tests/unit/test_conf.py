@@ -33,6 +33,7 @@ class ListOptsTestCase(base.TestCase):
             [
                 'max_nodes',
                 'rebalance_period',
+                'adoption_period',
                 'backend_url',
                 'group_name',
                 'heartbeat_interval',

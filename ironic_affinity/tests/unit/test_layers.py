@@ -28,7 +28,13 @@ LAYERS = (
     ('base', ('_i18n', 'exception', 'outage', 'tags')),
     (
         'model',
-        ('profile', 'rendezvous_mix', 'rendezvous', 'rendezvous_vector'),
+        (
+            'profile',
+            'adoption',
+            'rendezvous_mix',
+            'rendezvous',
+            'rendezvous_vector',
+        ),
     ),
     (
         'placement',
@@ -38,7 +44,6 @@ LAYERS = (
             'rollout',
             'rollout_capacity',
             'placement',
-            'adoption',
             'active_members',
             'report',
             'scenario',

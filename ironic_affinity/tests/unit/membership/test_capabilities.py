@@ -13,6 +13,7 @@
 import dataclasses
 import json
 
+from ironic_affinity import adoption
 from ironic_affinity import exception
 from ironic_affinity import profile
 from ironic_affinity.membership import capabilities
@@ -147,6 +148,53 @@ class CapabilitiesTestCase(base.TestCase):
             dict(good, changes=[dict(change, before=nested)]),
             'must not have changes of its own',
         )
+
+    def test_switching_is_published_only_when_set(self):
+        plain = profile.ConductorProfile.build('c1', soft_affinity_tags='a:2')
+        self.assertNotIn('switching', capabilities.encode(plain))
+        voting = dataclasses.replace(
+            plain,
+            switching=adoption.Published(
+                adoption.Vote('stock', 1.8e9, 600.0),
+                (
+                    adoption.Switch('stock', adoption.ORIGIN_AT, 0.0),
+                    adoption.Switch('affinity', 1.8e9 + 5, 30.5),
+                ),
+            ),
+        )
+        raw = json.loads(json.dumps(capabilities.encode(voting)))
+        self.assertEqual(voting, capabilities.decode('c1', raw))
+
+    def test_bad_switching_refused(self):
+        good = {
+            'vote': 'stock',
+            'since': 1.8e9,
+            'period': 60,
+            'switches': [{'to': 'affinity', 'at': 1.8e9, 'period': 0}],
+        }
+        base_raw = capabilities.encode(profile.ConductorProfile('c1'))
+        capabilities.decode('c1', dict(base_raw, switching=good))
+        for bad, says in (
+            (dict(good, vote='ironic'), 'switching.vote must be one of'),
+            (dict(good, since=5), 'switching.since must be a number'),
+            (dict(good, period=-1), 'switching.period must be a number'),
+            (dict(good, extra=1), 'switching must be a mapping'),
+            (
+                dict(good, switches=[{'to': 'stock', 'at': 1.8e9}]),
+                'must be a mapping of to, at and period',
+            ),
+            (
+                dict(good, switches=good['switches'] * 9),
+                'at most 8 switches',
+            ),
+        ):
+            exc = self.assertRaises(
+                exception.InvalidCapabilities,
+                capabilities.decode,
+                'c1',
+                dict(base_raw, switching=bad),
+            )
+            self.assertIn(says, str(exc))
 
     def test_all_hardware_types(self):
         conductor = profile.ConductorProfile.build('c')

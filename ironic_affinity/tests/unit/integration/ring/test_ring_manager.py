@@ -18,13 +18,16 @@ taking the keywords Ironic's take. The end-to-end suite runs the same
 calls on real Ironic.
 """
 
+import dataclasses
 import importlib
 import logging
 import sys
 import types
 from unittest import mock
 
+from ironic_affinity import adoption
 from ironic_affinity import profile
+from ironic_affinity import rendezvous
 from ironic_affinity.integration import process_services
 from ironic_affinity.integration.ring import capacity_state
 from ironic_affinity.integration.ring import orphans
@@ -55,13 +58,58 @@ class NoValidHost(IronicError):
         super().__init__('No valid host was found. Reason: %s' % reason)
 
 
+class FakeStockRing:
+    """Ironic's ring, faked: the first of the conductors by a hash."""
+
+    def __init__(self, hosts):
+        self.nodes = frozenset(hosts)
+
+    def get_nodes(self, data, ignore_nodes=None, replicas=1):
+        key = data if isinstance(data, bytes) else data.encode()
+        order = [
+            c
+            for c in rendezvous.ranking(key, sorted(self.nodes))
+            if c not in set(ignore_nodes or ())
+        ]
+        return set(order[:replicas])
+
+
+class FakeStockManager:
+    """Ironic's HashRingManager, faked over the test's conductors."""
+
+    active = None  # set by the test
+    resets = 0
+
+    def __init__(self, use_groups=True, cache=True):
+        self.use_groups = use_groups
+
+    @classmethod
+    def reset(cls):
+        cls.resets += 1
+
+    def get_ring(self, driver, group):
+        hosts = set()
+        for key, found in self.active().items():
+            key_group, key_driver = key.split(':')
+            if key_driver == driver and (
+                not self.use_groups or key_group == (group or '')
+            ):
+                hosts |= set(found)
+        if not hosts:
+            raise DriverNotFound(driver_name=driver)
+        return FakeStockRing(hosts)
+
+
 def _fake_ironic():
     exception = types.ModuleType('ironic.common.exception')
     exception.DriverNotFound = DriverNotFound
     exception.TemporaryFailure = TemporaryFailure
     exception.NoValidHost = NoValidHost
+    hash_ring = types.ModuleType('ironic.common.hash_ring')
+    hash_ring.HashRingManager = FakeStockManager
     common = types.ModuleType('ironic.common')
     common.exception = exception
+    common.hash_ring = hash_ring
     conf = types.ModuleType('ironic.conf')
     conf.CONF = object()
     ironic = types.ModuleType('ironic')
@@ -70,17 +118,20 @@ def _fake_ironic():
         'ironic': ironic,
         'ironic.common': common,
         'ironic.common.exception': exception,
+        'ironic.common.hash_ring': hash_ring,
         'ironic.conf': conf,
     }
 
 
-class RingManagerTestCase(base.TestCase):
+class RingManagerFixture(base.TestCase):
     def setUp(self):
         super().setUp()
         patcher = mock.patch.dict(sys.modules, _fake_ironic())
         patcher.start()
         self.addCleanup(patcher.stop)
         sys.modules.pop('ironic_affinity.integration.ring.ring_manager', None)
+        # loader keeps Ironic's manager as it found it at import: the fake.
+        sys.modules.pop('ironic_affinity.integration.ring.loader', None)
         self.module = importlib.import_module(
             'ironic_affinity.integration.ring.ring_manager'
         )
@@ -98,6 +149,7 @@ class RingManagerTestCase(base.TestCase):
         self.active = fakes.ActiveConductors(
             {':x': {'c1', 'c2'}, 'rack1:x': {'g1'}}
         )
+        FakeStockManager.active = self.active
         self.node_tags = test_capacity_state.FakeTags()
         self.node_tags.put('n-dc1', 'dc1', driver='x')
         self.node_tags.put('n-none', driver='x')
@@ -118,6 +170,8 @@ class RingManagerTestCase(base.TestCase):
     def manager(self, **kwargs):
         return self.module.AffinityHashRingManager(**kwargs)
 
+
+class RingManagerTestCase(RingManagerFixture):
     def test_places_by_tags(self):
         ring = self.manager().get_ring('x', '')
         self.assertEqual(frozenset({'c1', 'c2'}), ring.nodes)
@@ -225,12 +279,23 @@ class RingManagerTestCase(base.TestCase):
         self.assertIn('hardware type x in conductor group "rack1"', str(exc))
 
     def test_not_in_group_without_groups_is_driver_not_found(self):
-        self.members.set({})
+        # A member that Ironic does not list for this hardware type.
+        self.members.set({'other': Conductor('other')})
         self.assertRaises(
             DriverNotFound,
             self.manager(use_groups=False, cache=False).get_ring,
             'x',
             '',
+        )
+
+    def test_no_member_at_all_is_ironics_ring(self):
+        # No conductor runs the plugin (yet): an API that does answers
+        # as Ironic's own would, rather than refuse every node.
+        self.members.set({})
+        ring = self.manager().get_ring('x', '')
+        self.assertEqual(
+            FakeStockRing({'c1', 'c2'}).get_nodes(b'n-dc1'),
+            ring.get_nodes(b'n-dc1'),
         )
 
     def test_orphan_is_refused_with_the_tags_reason(self):
@@ -240,3 +305,149 @@ class RingManagerTestCase(base.TestCase):
         exc = self.assertRaises(NoValidHost, found.pop)
         self.assertIn('no conductor may take node n-dc9', str(exc))
         self.assertIn('c1:', str(exc))
+
+
+T0 = 1.8e9
+PERIOD = 600.0
+
+
+def voting(conductor, side, since=T0, switches=(), period=PERIOD):
+    return dataclasses.replace(
+        conductor,
+        switching=adoption.Published(
+            adoption.Vote(side, since, period), tuple(switches)
+        ),
+    )
+
+
+class SwitchingTestCase(RingManagerFixture):
+    """The ring manager between Ironic's ring and affinity placement."""
+
+    def setUp(self):
+        super().setUp()
+        self.conductors = {
+            'c1': Conductor('c1', soft_affinity_tags='dc1'),
+            'c2': Conductor('c2', soft_affinity_tags='dc2'),
+            'g1': Conductor('g1'),
+        }
+        self.now = T0
+        patcher = mock.patch('time.time', lambda: self.now)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+        for i in range(200):
+            self.node_tags.put('n%03d' % i, 'dc2' if i % 2 else '', driver='x')
+
+    def vote(self, sides, switches=()):
+        self.members.set(
+            {
+                name: voting(c, sides[name], switches=switches)
+                for name, c in self.conductors.items()
+            }
+        )
+
+    def answers(self, ring):
+        return {
+            'n%03d' % i: ring.get_nodes(('n%03d' % i).encode()).pop()
+            for i in range(200)
+        }
+
+    def test_while_a_conductor_votes_stock_ironic_answers(self):
+        # The history says Ironic's ring (they all voted so first); c2 and
+        # g1 have turned to affinity, c1 not yet.
+        self.vote(
+            {'c1': 'stock', 'c2': 'affinity', 'g1': 'affinity'},
+            switches=[adoption.Switch('stock', adoption.ORIGIN_AT, 0.0)],
+        )
+        ring = self.manager().get_ring('x', '')
+        self.assertIsInstance(ring, FakeStockRing)
+        # Even for a node that c1's hard tags rule out: Ironic's ring
+        # ignores tags, and so does the deployment until it switches.
+        stock = FakeStockRing({'c1', 'c2'})
+        self.assertEqual(self.answers(stock), self.answers(ring))
+
+    def test_the_last_vote_starts_a_paced_switch(self):
+        stock_ring = FakeStockRing({'c1', 'c2'})
+        self.vote({'c1': 'stock', 'c2': 'stock', 'g1': 'stock'})
+        record = (
+            self.module.process_services.started(None)
+            .states.current()
+            .agreement.record
+        )
+        self.assertEqual(
+            (adoption.Switch('stock', adoption.ORIGIN_AT, 0.0),), record
+        )
+        # Every conductor turns to affinity; the last one at T0 + 10.
+        self.members.set(
+            {
+                name: voting(c, 'affinity', since=T0 + i * 5, switches=record)
+                for i, (name, c) in enumerate(sorted(self.conductors.items()))
+            }
+        )
+        self.now = T0 + 10
+        at_start = self.answers(self.manager().get_ring('x', ''))
+        self.assertEqual(self.answers(stock_ring), at_start)
+        self.now = T0 + 10 + PERIOD / 2
+        halfway = self.answers(self.manager().get_ring('x', ''))
+        self.now = T0 + 10 + PERIOD
+        ring = self.manager().get_ring('x', '')
+        self.assertNotIsInstance(ring, FakeStockRing)
+        at_end = self.answers(ring)
+        # At the end, placement by tags: dc2 nodes on c2.
+        self.assertEqual(
+            {'c2'}, {at_end['n%03d' % i] for i in range(1, 200, 2)}
+        )
+        moving = {n for n in at_end if at_end[n] != at_start[n]}
+        moved = {n for n in moving if halfway[n] == at_end[n]}
+        # About half of the moving nodes have moved halfway through, and
+        # no node is anywhere but its start or its end.
+        self.assertTrue(
+            0.3 * len(moving) < len(moved) < 0.7 * len(moving),
+            (len(moved), len(moving)),
+        )
+        for node, there in halfway.items():
+            self.assertIn(there, {at_start[node], at_end[node]})
+
+    def test_a_hard_excluded_node_moves_at_once(self):
+        # c1 requires dc1: during the switch, no untagged node stays on c1
+        # even before its moment.
+        self.conductors['c1'] = Conductor(
+            'c1', hard_affinity_tags='dc1', soft_affinity_tags='dc1'
+        )
+        record = (adoption.Switch('stock', adoption.ORIGIN_AT, 0.0),)
+        self.members.set(
+            {
+                name: voting(c, 'affinity', since=T0, switches=record)
+                for name, c in self.conductors.items()
+            }
+        )
+        self.now = T0 + 1
+        found = self.answers(self.manager().get_ring('x', ''))
+        self.assertNotIn('c1', set(found.values()))
+        stock = self.answers(FakeStockRing({'c1', 'c2'}))
+        self.assertIn('c1', set(stock.values()))
+        # The others have not moved yet, one second into ten minutes.
+        kept = [n for n in found if stock[n] == 'c2']
+        self.assertEqual(['c2'] * len(kept), [found[n] for n in kept])
+
+    def test_a_stock_vote_rolls_back_at_the_same_pace(self):
+        record = (
+            adoption.Switch('stock', adoption.ORIGIN_AT, 0.0),
+            adoption.Switch('affinity', T0 - 2 * PERIOD, PERIOD),
+        )
+        votes = {
+            name: voting(c, 'affinity', since=T0 - 2 * PERIOD, switches=record)
+            for name, c in self.conductors.items()
+        }
+        self.members.set(votes)
+        on_affinity = self.answers(self.manager().get_ring('x', ''))
+        votes['c2'] = voting(
+            self.conductors['c2'], 'stock', since=T0, switches=record
+        )
+        self.members.set(votes)
+        self.now = T0 + 1
+        self.assertEqual(
+            on_affinity, self.answers(self.manager().get_ring('x', ''))
+        )
+        self.now = T0 + PERIOD
+        ring = self.manager().get_ring('x', '')
+        self.assertIsInstance(ring, FakeStockRing)
