@@ -212,14 +212,17 @@ class Published:
 
 @dataclasses.dataclass(frozen=True)
 class Agreement:
-    """The switches every process derives from the same members."""
+    """What every process derives from the same members."""
 
     adoption: Adoption
-    # The side the deployment goes to: the newest switch's.
+    # The side the deployment goes to. While it differs from the newest
+    # recorded switch's (``due``), ``recorder`` records a switch to it.
     target: str
-    # The switches members publish from now on (empty while the
-    # deployment's side is only inferred, see :func:`agree`).
+    # The history members publish (empty while the deployment's side is
+    # only inferred and nothing needs recording, see :func:`agree`).
     record: tuple[Switch, ...]
+    due: bool
+    recorder: str | None
     # Members that vote for Ironic's ring, and conductors active in
     # Ironic that are not members, by name: what holds the deployment on
     # Ironic's ring, for operators.
@@ -233,6 +236,8 @@ UNREAD = Agreement(
     adoption=Adoption((), before=AFFINITY),
     target=AFFINITY,
     record=(),
+    due=False,
+    recorder=None,
     stock_voters=frozenset(),
     outsiders=frozenset(),
 )
@@ -249,19 +254,20 @@ def agree(
     outsiders: Iterable[str],
     previous: Agreement | None = None,
 ) -> Agreement:
-    """The deployment's switches, from its members alone.
+    """Where the deployment stands, from its members alone.
 
     :param votes: every member by name, with what it published; None for
         a member that publishes no vote (a release before switches, or a
         conductor that has only ever placed by affinity): it places by
-        affinity, since a time nobody knows.
+        affinity.
     :param outsiders: conductors Ironic lists as active that are not
         members (they run Ironic's own commands, or lost the backend).
     :param previous: what this process agreed last. With no member at
         all, it stands: every conductor may have lost the backend at
         once, which is no vote, and the history went with them.
 
-    With a history, the deployment goes to:
+    Nodes follow the recorded switches only, the members' published
+    history. The deployment goes to:
 
     * Ironic's ring while any member votes for it;
     * affinity once the history says so, whoever is missing (a member
@@ -271,22 +277,19 @@ def agree(
       plugin yet);
     * else affinity.
 
-    A change of side is a new switch, from the moment the vote that made
-    it was cast: for affinity, the latest vote of the last conductor to
-    turn to it; for Ironic's ring, the first vote back. Its period is
-    that voter's. Members publish the switch at their next heartbeat, so
-    that it stays fixed when that voter restarts; the history lives as
-    long as any member runs.
+    When that differs from the newest recorded switch, a switch is due,
+    and one member records it (:func:`recorded`): the first by name of
+    those that publish a history, so that two do not record two.
 
     Without a history, the deployment has been on affinity if members
     vote for it and no active conductor is missing, or if members vote
     for it and none votes for Ironic's ring (a deployment that ran the
     plugin before switches existed, one of whose conductors is down);
-    else on Ironic's ring. That side is taken at once, as it is where
-    nodes are: nothing moves. Only a side of Ironic's ring that a member
-    votes for is recorded: affinity needs no record until it is left,
-    and neither is published, so an earlier release reading the members
-    sees nothing new.
+    else on Ironic's ring. That side is taken as it is, since it is
+    where nodes are: nothing moves. It is recorded once a member votes
+    for Ironic's ring, so that the later switch to affinity is paced;
+    until then nothing is published, and an earlier release reading the
+    members sees nothing new.
     """
     outside = frozenset(outsiders)
     if not votes and previous is not None:
@@ -294,22 +297,18 @@ def agree(
     known = merged(
         s for p in votes.values() if p is not None for s in p.switches
     )
-    stock_votes = {
-        name: p.vote
+    stock_votes = frozenset(
+        name
         for name, p in votes.items()
         if p is not None and p.vote.side == STOCK
-    }
-    affinity_votes = {
-        name: (p.vote if p is not None else None)
-        for name, p in votes.items()
-        if p is None or p.vote.side == AFFINITY
-    }
-    inferred = not known
+    )
+    affinity_votes = frozenset(votes) - stock_votes
     if known:
-        last = known[-1]
+        last = known[-1].to
+        record = known
         if stock_votes:
             target = STOCK
-        elif last.to == AFFINITY:
+        elif last == AFFINITY:
             target = AFFINITY
         elif not affinity_votes or outside:
             target = STOCK
@@ -317,55 +316,56 @@ def agree(
             target = AFFINITY
     else:
         if affinity_votes and (not outside or not stock_votes):
-            origin = AFFINITY
+            last = AFFINITY
         else:
-            origin = STOCK
-        last = Switch(origin, ORIGIN_AT, 0.0)
-        target = STOCK if stock_votes else origin
-        known = (last,)
-    switches = known
-    if target != last.to:
-        switches = merged(
-            known + (_switch(target, stock_votes, affinity_votes, last),)
-        )
-        record = switches
-    elif not inferred:
-        record = known
-    elif target == STOCK and stock_votes:
-        record = known
-    else:
-        record = ()
+            last = STOCK
+        target = STOCK if stock_votes else last
+        known = (Switch(last, ORIGIN_AT, 0.0),)
+        record = known if stock_votes else ()
+    publishing = [n for n, p in votes.items() if p is not None]
     return Agreement(
-        adoption=Adoption(switches, before=switches[0].to),
+        adoption=Adoption(known, before=known[0].to),
         target=target,
         record=record,
-        stock_voters=frozenset(stock_votes),
+        due=target != last,
+        recorder=min(publishing or votes, default=None),
+        stock_voters=stock_votes,
         outsiders=outside,
     )
 
 
-def _switch(
-    target: str,
-    stock_votes: Mapping[str, Vote],
-    affinity_votes: Mapping[str, Vote | None],
-    last: Switch,
-) -> Switch:
-    """The switch to ``target`` that the votes started."""
-    if target == STOCK:
-        # The first conductor back to Ironic's ring started it.
-        name, vote = min(stock_votes.items(), key=lambda i: (i[1].since, i[0]))
-    else:
-        timed = {n: v for n, v in affinity_votes.items() if v is not None}
-        if not timed:
-            # Only members that publish no vote are left (the voters for
-            # Ironic's ring have gone): nobody says when or how fast, so
-            # at once, from the last switch, the same in every process.
-            return Switch(target, last.at, 0.0)
-        # The last conductor to turn to affinity started it.
-        name, vote = max(timed.items(), key=lambda i: (i[1].since, i[0]))
-    # Never before the switch it follows: a vote older than that switch
-    # (a clock behind the others) starts it now-ish, not in the past.
-    return Switch(target, max(vote.since, last.at), vote.period)
+def recorded(
+    agreement: Agreement,
+    member: str,
+    published: Iterable[Switch],
+    now: float,
+    lead: float,
+    period: float,
+    repace: bool = False,
+) -> tuple[Switch, ...]:
+    """The history ``member`` publishes at ``now``.
+
+    :param published: what it published last: kept until every member
+        has it, so that a switch it recorded is not recorded again while
+        its own view has not caught up.
+    :param lead: seconds from recording a switch to its start, longer
+        than any process takes to read it (a member timeout): every
+        process knows of a switch before its first node moves.
+    :param period: the member's ``[affinity]adoption_period``.
+    :param repace: the period was set by the operator: a running switch
+        with another period is recorded again from ``now + lead`` with
+        this one, so that the nodes still to move move at the new pace.
+    """
+    history = merged(tuple(agreement.record) + tuple(published))
+    if agreement.recorder != member or not history:
+        return history
+    last = history[-1]
+    start = now + lead
+    if agreement.target != last.to:
+        return merged(history + (Switch(agreement.target, start, period),))
+    if repace and last.period != period and start < last.ends_at():
+        return merged(history + (Switch(last.to, start, period),))
+    return history
 
 
 def takeover_period(

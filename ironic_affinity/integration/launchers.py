@@ -80,7 +80,7 @@ def _install_membership() -> None:
                 manager.host,
                 frozenset(CONF.enabled_hardware_types),
                 CONF.conductor.conductor_group or '',
-                known_switches=_known_switches,
+                agreement=_agreement,
                 sized_period=lambda: _sized_period(manager.host),
             )
             membership.start()
@@ -141,14 +141,20 @@ def _install_membership() -> None:
     _note_reloads()
 
 
-def _known_switches() -> Any:
-    """The switches this process has agreed on, for its conductor to
-    publish: from the last state built, without reading anything."""
+def _agreement() -> Any:
+    """Where this process sees the deployment between Ironic's ring and
+    affinity placement, for its conductor to publish: from the view as it
+    is and the active conductors last read, without reading anything."""
     from ironic_affinity.integration import process_services
+    from ironic_affinity.integration.ring import placement_state
 
     services = process_services.if_started()
     state = None if services is None else services.states.latest()
-    return () if state is None else state.agreement.record
+    if services is None or state is None:
+        return None
+    return placement_state.agreement_of(
+        services.view.snapshot(), state.active, state.agreement
+    )
 
 
 # While this process has not read the nodes yet: an hour, the period the

@@ -154,13 +154,13 @@ class ConductorMembership:
         name: str,
         hardware_types: frozenset[str] | None = None,
         conductor_group: str = '',
-        known_switches: Callable[[], tuple[adoption.Switch, ...]] = tuple,
+        agreement: Callable[[], adoption.Agreement | None] = lambda: None,
         sized_period: Callable[[], float] = float,
     ) -> None:
-        """:param known_switches: the switches between Ironic's ring and
-            affinity placement this process knows of, to publish with the
-            vote (ironic_affinity.adoption); read at every heartbeat, so
-            without waiting on anything.
+        """:param agreement: where this process sees the deployment
+            between Ironic's ring and affinity placement
+            (ironic_affinity.adoption), None before it knows; read at
+            every heartbeat, so without waiting on anything.
         :param sized_period: the adoption period that keeps takeovers
             paced, used while ``[affinity]adoption_period`` is unset.
         """
@@ -176,8 +176,10 @@ class ConductorMembership:
             else adoption.AFFINITY
         )
         self.voted_at = time.time()
-        self._known_switches = known_switches
+        self._agreement = agreement
         self._sized_period = sized_period
+        # The switches this conductor published last (adoption.recorded).
+        self._history: tuple[adoption.Switch, ...] = ()
         current = self._profile()
         group = conf.affinity
         #: Until it runs out, this conductor places nodes on itself.
@@ -224,26 +226,34 @@ class ConductorMembership:
         return capabilities.encode(capabilities.fit(composed))
 
     def _switching(self) -> adoption.Published | None:
-        """The vote and the known switches, when there is something to
-        publish: a vote for Ironic's ring, or a history. A conductor that
-        only ever placed by affinity publishes nothing new, so that a
-        reader of an earlier release still reads it."""
-        known = self._known_switches()
-        if self.vote == adoption.AFFINITY and not known:
-            return None
-        period = self.conf.affinity.adoption_period
-        return adoption.Published(
-            adoption.Vote(
-                self.vote,
-                self.voted_at,
-                min(
-                    float(
-                        period if period is not None else self._sized_period()
-                    ),
-                    capabilities.MAX_PERIOD,
-                ),
+        """The vote and the switches, when there is something to publish:
+        a vote for Ironic's ring, or a history. A conductor that only
+        ever placed by affinity publishes nothing new, so that a reader
+        of an earlier release still reads it."""
+        configured = self.conf.affinity.adoption_period
+        period = min(
+            float(
+                configured if configured is not None else self._sized_period()
             ),
-            known,
+            capabilities.MAX_PERIOD,
+        )
+        agreement = self._agreement()
+        if agreement is not None:
+            self._history = adoption.recorded(
+                agreement,
+                self.name,
+                self._history,
+                time.time(),
+                # Every process reads the group within a member timeout
+                # (or stands down): a switch starts after all know it.
+                float(self.conf.affinity.member_timeout),
+                period,
+                repace=configured is not None,
+            )
+        if self.vote == adoption.AFFINITY and not self._history:
+            return None
+        return adoption.Published(
+            adoption.Vote(self.vote, self.voted_at, period), self._history
         )
 
     def _profile(self) -> profile.ConductorProfile:

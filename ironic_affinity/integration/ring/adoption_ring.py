@@ -16,9 +16,10 @@ While a switch between Ironic's ring and affinity placement runs
 (:mod:`ironic_affinity.adoption`), each node is on one side or the other
 at each moment, the same in every process: this ring asks the side's own
 ring, Ironic's unchanged one or :class:`rings.AffinityRing`. Moves that
-cannot wait do not: a node on Ironic's side whose conductor there is not
-a live member of the group, or is ruled out by the node's hard tags,
-goes to its affinity conductor at once, in every process alike.
+cannot wait do not: once a switch to affinity has begun, a node on
+Ironic's side whose conductor there is not a live member of the group,
+or is ruled out by the node's hard tags, goes to its affinity conductor
+at once, in every process alike.
 """
 
 from collections.abc import Callable
@@ -61,14 +62,17 @@ class SwitchingRing:
         replicas: int = 1,
     ) -> set[str]:
         uuid = data.decode('utf-8') if isinstance(data, bytes) else data
-        side = self.switches.side(uuid.encode('utf-8'), self._clock())
+        now = self._clock()
+        side = self.switches.side(uuid.encode('utf-8'), now)
         if self.stock is not None and (
             side == adoption.STOCK or self.affinity is None
         ):
             found: set[str] = self.stock.get_nodes(
                 data, ignore_nodes=ignore_nodes, replicas=replicas
             )
-            if self.affinity is None or not self._forced_away(uuid, found):
+            if self.affinity is None or not self._forced_away(
+                uuid, found, now
+            ):
                 return found
         if self.affinity is None:
             raise ValueError('a switching ring needs at least one side')
@@ -76,7 +80,14 @@ class SwitchingRing:
             data, ignore_nodes=ignore_nodes, replicas=replicas
         )
 
-    def _forced_away(self, uuid: str, found: set[str]) -> bool:
+    def _forced_away(self, uuid: str, found: set[str], now: float) -> bool:
+        newest = self.switches.switches[-1]
+        if newest.to != adoption.AFFINITY or now < newest.at:
+            # Only once a switch to affinity has begun: it is recorded a
+            # member timeout ahead, so that every process knows of it by
+            # then; and a switch back to Ironic's ring takes nodes out of
+            # affinity placement, hard tags with it.
+            return False
         if not isinstance(self.affinity, rings.AffinityRing):
             # No live member runs this hardware type in this group: there
             # is nowhere to force the node to.

@@ -132,21 +132,27 @@ def build(
         read_at=read_at,
         placements=placements,
         ungrouped=ungrouped,
-        agreement=(
-            adoption.agree(
-                {
-                    name: conductor.switching
-                    for name, conductor in members.members.items()
-                },
-                active_members.missing_from_group(members.members, grouped),
-                previous,
-            )
-            if members.read_at is not None
-            # The group never read: no vote is known, and an empty group
-            # would read as "Ironic's ring". Placing by affinity with no
-            # members places nothing, which breaks no hard tag.
-            else adoption.UNREAD
-        ),
+        agreement=agreement_of(members, grouped, previous),
+    )
+
+
+def agreement_of(
+    members: view.Snapshot,
+    active: active_members.ActiveConductors,
+    previous: adoption.Agreement | None = None,
+) -> adoption.Agreement:
+    """Where the deployment stands between Ironic's ring and affinity
+    placement (ironic_affinity.adoption), from a view and Ironic's active
+    conductors."""
+    if members.read_at is None:
+        # The group never read: no vote is known, and an empty group
+        # would read as "Ironic's ring". Placing by affinity with no
+        # members places nothing, which breaks no hard tag.
+        return adoption.UNREAD
+    return adoption.agree(
+        {name: c.switching for name, c in members.members.items()},
+        active_members.missing_from_group(members.members, active),
+        previous,
     )
 
 

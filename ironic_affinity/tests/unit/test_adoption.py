@@ -172,58 +172,109 @@ class AgreeTestCase(base.TestCase):
     def test_one_vote_for_stock_records_ironics_ring(self):
         found = adoption.agree({'c1': vote('stock'), 'c2': None}, {'c3'})
         self.assertEqual('stock', found.target)
+        self.assertFalse(found.due)
         self.assertEqual((ORIGIN_STOCK,), found.record)
         self.assertEqual(frozenset({'c1'}), found.stock_voters)
 
-    def test_the_last_vote_for_affinity_starts_the_switch(self):
+    def test_the_last_vote_for_affinity_makes_a_switch_due(self):
         history = (ORIGIN_STOCK,)
         votes = {
-            'c1': vote('affinity', T0, switches=history),
-            'c2': vote('affinity', T0 + 30, 900.0, switches=history),
+            'c2': vote('affinity', T0, switches=history),
+            'c1': vote('affinity', T0 + 30, switches=history),
             'c3': vote('stock', T0 + 10, switches=history),
         }
-        self.assertEqual('stock', adoption.agree(votes, ()).target)
-        # A conductor that does not run the plugin holds it there too.
-        votes['c3'] = vote('affinity', T0 + 60, 300.0, switches=history)
-        self.assertEqual('stock', adoption.agree(votes, {'c4'}).target)
-        found = adoption.agree(votes, ())
-        self.assertEqual('affinity', found.target)
-        switch = adoption.Switch('affinity', T0 + 60, 300.0)
-        self.assertEqual((ORIGIN_STOCK, switch), found.record)
-        self.assertTrue(found.adoption.active(T0 + 100))
-        self.assertFalse(found.adoption.active(T0 + 360))
-        # Recorded, it stands whoever restarts or is missing.
-        recorded = {
-            name: vote('affinity', T0 + 500, switches=found.record)
-            for name in ('c1', 'c2')
-        }
-        again = adoption.agree(recorded, {'c3'})
-        self.assertEqual(found.adoption.switches, again.adoption.switches)
-
-    def test_the_first_vote_back_starts_the_rollback(self):
-        history = (ORIGIN_STOCK, adoption.Switch('affinity', T0, 300.0))
-        votes = {
-            'c1': vote('stock', T0 + 1000, 120.0, switches=history),
-            'c2': vote('stock', T0 + 2000, switches=history),
-            'c3': vote('affinity', T0, switches=history),
-        }
+        self.assertFalse(adoption.agree(votes, ()).due)
+        votes['c3'] = vote('affinity', T0 + 60, switches=history)
+        # A conductor that does not run the plugin holds it there.
+        self.assertFalse(adoption.agree(votes, {'c4'}).due)
         found = adoption.agree(votes, ())
         self.assertEqual(
-            history + (adoption.Switch('stock', T0 + 1000, 120.0),),
-            found.record,
+            ('affinity', True, 'c1'), (found.target, found.due, found.recorder)
+        )
+        # Nothing moves until the switch is recorded.
+        self.assertEqual((ORIGIN_STOCK,), found.adoption.switches)
+        self.assertFalse(found.adoption.active(T0 + 100))
+
+    def test_the_recorder_records_one_switch_ahead(self):
+        history = (ORIGIN_STOCK,)
+        votes = {
+            name: vote('affinity', T0, switches=history)
+            for name in ('c1', 'c2')
+        }
+        found = adoption.agree(votes, ())
+        # Not the recorder: passes the history on, adds nothing.
+        self.assertEqual(
+            history, adoption.recorded(found, 'c2', (), T0 + 5, 5.0, 60.0)
+        )
+        mine = adoption.recorded(found, 'c1', (), T0 + 5, 5.0, 60.0)
+        switch = adoption.Switch('affinity', T0 + 10, 60.0)
+        self.assertEqual(history + (switch,), mine)
+        # Its own view behind: it does not record a second one.
+        self.assertEqual(
+            mine, adoption.recorded(found, 'c1', mine, T0 + 6, 5.0, 60.0)
+        )
+        # Once published, every process follows it; missing members do
+        # not hold it back, a restarted one does not move it.
+        recorded = {
+            'c1': vote('affinity', T0, switches=mine),
+            'c2': vote('affinity', T0 + 400, switches=()),
+        }
+        again = adoption.agree(recorded, {'c3'})
+        self.assertEqual(mine, again.adoption.switches)
+        self.assertFalse(again.due)
+        self.assertTrue(again.adoption.active(T0 + 9))
+        self.assertFalse(again.adoption.active(T0 + 70))
+
+    def test_an_operator_set_period_repaces_a_running_switch(self):
+        history = (ORIGIN_STOCK, adoption.Switch('affinity', T0, 600.0))
+        found = adoption.agree(
+            {'c1': vote('affinity', T0, switches=history)}, ()
+        )
+        faster = adoption.recorded(
+            found, 'c1', history, T0 + 100, 5.0, 60.0, repace=True
+        )
+        self.assertEqual(
+            history + (adoption.Switch('affinity', T0 + 105, 60.0),), faster
+        )
+        # A sized period (repace False), or a finished switch: nothing.
+        self.assertEqual(
+            history,
+            adoption.recorded(found, 'c1', history, T0 + 100, 5.0, 60.0),
+        )
+        self.assertEqual(
+            history,
+            adoption.recorded(
+                found, 'c1', history, T0 + 700, 5.0, 60.0, repace=True
+            ),
+        )
+
+    def test_the_first_vote_back_makes_the_rollback_due(self):
+        history = (ORIGIN_STOCK, adoption.Switch('affinity', T0, 300.0))
+        votes = {
+            'c1': vote('affinity', T0, switches=history),
+            'c2': vote('stock', T0 + 2000, switches=history),
+        }
+        found = adoption.agree(votes, ())
+        self.assertEqual(('stock', True), (found.target, found.due))
+        self.assertEqual(
+            history + (adoption.Switch('stock', T0 + 2005, 120.0),),
+            adoption.recorded(found, 'c1', (), T0 + 2000, 5.0, 120.0),
         )
 
     def test_a_rollback_without_history_is_paced(self):
-        # A deployment that placed by affinity before switches existed.
+        # A deployment that placed by affinity before switches existed:
+        # the voter for Ironic's ring is the only one that publishes, so
+        # it records the switch, from the side nodes are on.
         found = adoption.agree(
-            {'c1': vote('stock', T0 + 5), 'c2': None, 'c3': None}, ()
+            {'c2': vote('stock', T0 + 5), 'c1': None, 'c3': None}, ()
         )
+        self.assertEqual('c2', found.recorder)
         self.assertEqual(
             (
                 adoption.Switch('affinity', adoption.ORIGIN_AT, 0.0),
-                adoption.Switch('stock', T0 + 5, PERIOD),
+                adoption.Switch('stock', T0 + 10, PERIOD),
             ),
-            found.record,
+            adoption.recorded(found, 'c2', (), T0 + 5, 5.0, PERIOD),
         )
 
     @given(
@@ -255,6 +306,8 @@ class AgreeTestCase(base.TestCase):
                 found.adoption.before,
                 found.target,
                 found.record,
+                found.due,
+                found.recorder,
                 found.stock_voters,
             )
 

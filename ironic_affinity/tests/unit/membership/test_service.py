@@ -15,6 +15,7 @@ before (the member thread that carries it is test_member's)."""
 
 import time
 
+from ironic_affinity import adoption
 from ironic_affinity import profile
 from ironic_affinity.membership import capabilities
 from ironic_affinity.membership import service
@@ -72,3 +73,61 @@ class ComposeTestCase(base.TestCase):
         self.config(rebalance_period=120)
         self.assertEqual(self.expected(), self.compose({'format': 99}))
         self.assertEqual(self.expected(), self.compose({}))
+
+
+class SwitchingTestCase(base.TestCase):
+    """The vote and the switches a conductor publishes with its profile."""
+
+    def setUp(self):
+        super().setUp()
+        self.config(backend_url='redis://127.0.0.1:1')
+        self.agreement = None
+
+    def published(self, manager='affinity', period=None, sized=3600.0):
+        self.config(hash_ring_manager=manager, adoption_period=period)
+        membership = service.ConductorMembership(
+            self.conf,
+            NAME,
+            agreement=lambda: self.agreement,
+            sized_period=lambda: sized,
+        )
+        composed = membership._compose(None, membership.member._capabilities)
+        return membership, composed.get('switching')
+
+    def test_affinity_without_history_publishes_nothing_new(self):
+        _membership, found = self.published()
+        self.assertIsNone(found)
+        self.agreement = adoption.agree({NAME: None}, ())
+        _membership, found = self.published()
+        self.assertIsNone(found)
+
+    def test_a_vote_for_stock_is_published_with_its_period(self):
+        before = time.time()
+        _membership, found = self.published('stock', sized=1260.0)
+        self.assertEqual(
+            ('stock', 1260.0, []),
+            (found['vote'], found['period'], found['switches']),
+        )
+        self.assertTrue(before <= found['since'] <= time.time())
+        _membership, found = self.published('stock', period=90)
+        self.assertEqual(90, found['period'])
+
+    def test_the_recorder_publishes_the_due_switch_once(self):
+        origin = adoption.Switch('stock', adoption.ORIGIN_AT, 0.0)
+        vote = adoption.Published(
+            adoption.Vote('affinity', 1.8e9, 60.0), (origin,)
+        )
+        self.agreement = adoption.agree({NAME: vote, 'z-other': vote}, ())
+        self.assertTrue(self.agreement.due)
+        before = time.time()
+        membership, found = self.published(period=60)
+        switch = found['switches'][-1]
+        self.assertEqual(('affinity', 60), (switch['to'], switch['period']))
+        # One member timeout ahead: every process reads it by then.
+        timeout = self.conf.affinity.member_timeout
+        self.assertTrue(
+            before + timeout <= switch['at'] <= time.time() + timeout
+        )
+        # Its own view has not caught up: the same switch, not another.
+        again = membership._compose(None, membership.member._capabilities)
+        self.assertEqual(found, again['switching'])

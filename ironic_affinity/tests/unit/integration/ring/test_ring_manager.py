@@ -345,6 +345,9 @@ class SwitchingTestCase(RingManagerFixture):
             }
         )
 
+    def state(self):
+        return self.module.process_services.started(None).states.current()
+
     def answers(self, ring):
         return {
             'n%03d' % i: ring.get_nodes(('n%03d' % i).encode()).pop()
@@ -368,15 +371,12 @@ class SwitchingTestCase(RingManagerFixture):
     def test_the_last_vote_starts_a_paced_switch(self):
         stock_ring = FakeStockRing({'c1', 'c2'})
         self.vote({'c1': 'stock', 'c2': 'stock', 'g1': 'stock'})
-        record = (
-            self.module.process_services.started(None)
-            .states.current()
-            .agreement.record
-        )
+        record = self.state().agreement.record
         self.assertEqual(
             (adoption.Switch('stock', adoption.ORIGIN_AT, 0.0),), record
         )
-        # Every conductor turns to affinity; the last one at T0 + 10.
+        # Every conductor turns to affinity: a switch is due, and
+        # nothing moves until c1, the first by name, records it.
         self.members.set(
             {
                 name: voting(c, 'affinity', since=T0 + i * 5, switches=record)
@@ -384,11 +384,26 @@ class SwitchingTestCase(RingManagerFixture):
             }
         )
         self.now = T0 + 10
+        agreement = self.state().agreement
+        self.assertEqual(('c1', True), (agreement.recorder, agreement.due))
+        self.assertEqual(
+            self.answers(stock_ring),
+            self.answers(self.manager().get_ring('x', '')),
+        )
+        mine = adoption.recorded(agreement, 'c1', (), self.now, 5.0, PERIOD)
+        self.members.set(
+            {
+                name: voting(c, 'affinity', switches=mine)
+                for name, c in self.conductors.items()
+            }
+        )
+        # Recorded at T0 + 10, it starts at T0 + 15.
+        self.now = T0 + 15
         at_start = self.answers(self.manager().get_ring('x', ''))
         self.assertEqual(self.answers(stock_ring), at_start)
-        self.now = T0 + 10 + PERIOD / 2
+        self.now = T0 + 15 + PERIOD / 2
         halfway = self.answers(self.manager().get_ring('x', ''))
-        self.now = T0 + 10 + PERIOD
+        self.now = T0 + 15 + PERIOD
         ring = self.manager().get_ring('x', '')
         self.assertNotIsInstance(ring, FakeStockRing)
         at_end = self.answers(ring)
@@ -413,12 +428,22 @@ class SwitchingTestCase(RingManagerFixture):
         self.conductors['c1'] = Conductor(
             'c1', hard_affinity_tags='dc1', soft_affinity_tags='dc1'
         )
-        record = (adoption.Switch('stock', adoption.ORIGIN_AT, 0.0),)
+        record = (
+            adoption.Switch('stock', adoption.ORIGIN_AT, 0.0),
+            adoption.Switch('affinity', T0, PERIOD),
+        )
         self.members.set(
             {
                 name: voting(c, 'affinity', since=T0, switches=record)
                 for name, c in self.conductors.items()
             }
+        )
+        # Not before the switch begins: it is known ahead, by processes
+        # that may not all have read it yet.
+        self.now = T0 - 1
+        self.assertEqual(
+            self.answers(FakeStockRing({'c1', 'c2'})),
+            self.answers(self.manager().get_ring('x', '')),
         )
         self.now = T0 + 1
         found = self.answers(self.manager().get_ring('x', ''))
@@ -448,6 +473,20 @@ class SwitchingTestCase(RingManagerFixture):
         self.assertEqual(
             on_affinity, self.answers(self.manager().get_ring('x', ''))
         )
-        self.now = T0 + PERIOD
+        mine = adoption.recorded(
+            self.state().agreement, 'c1', (), self.now, 5.0, PERIOD
+        )
+        votes['c1'] = voting(self.conductors['c1'], 'affinity', switches=mine)
+        self.members.set(votes)
+        stock = self.answers(FakeStockRing({'c1', 'c2'}))
+        self.now = T0 + 6 + PERIOD / 2
+        halfway = self.answers(self.manager().get_ring('x', ''))
+        back = {n for n in stock if halfway[n] == stock[n] != on_affinity[n]}
+        moving = {n for n in stock if stock[n] != on_affinity[n]}
+        self.assertTrue(
+            0.3 * len(moving) < len(back) < 0.7 * len(moving),
+            (len(back), len(moving)),
+        )
+        self.now = T0 + 6 + PERIOD
         ring = self.manager().get_ring('x', '')
         self.assertIsInstance(ring, FakeStockRing)
