@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from collections.abc import Set
 import dataclasses
 
+from ironic_affinity import adoption
 from ironic_affinity import profile
 
 # Ironic's active conductors, as its get_active_hardware_type_dict gives
@@ -103,3 +104,18 @@ def missing_from_group(
     for found in active.values():
         hosts.update(found)
     return frozenset(hosts - set(members))
+
+
+def agreement(
+    members: Mapping[str, profile.ConductorProfile],
+    active: ActiveConductors,
+    previous: adoption.Agreement | None = None,
+) -> adoption.Agreement:
+    """Where the deployment stands between Ironic's ring and affinity
+    placement (:func:`adoption.agree`): the members' votes and histories,
+    and the conductors Ironic lists that are not members."""
+    return adoption.agree(
+        {name: c.switching for name, c in members.items()},
+        missing_from_group(members, active),
+        previous,
+    )

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import time
 from typing import Any
 
+from ironic_affinity import adoption
 from ironic_affinity import placement
 from ironic_affinity import profile
 from ironic_affinity import rollout
@@ -403,6 +404,89 @@ def render_explain(report: dict[str, Any]) -> str:
     )
 
 
+def switching(
+    agreement: adoption.Agreement,
+    now: float,
+    nodes: Sequence[profile.NodeRequest] = (),
+) -> dict[str, Any]:
+    """Where the deployment stands between Ironic's ring ("stock") and
+    affinity placement, as one JSON-ready dict.
+
+    ``state`` is ``stock`` or ``affinity`` when every node is there, else
+    ``switching`` (to ``to``, from ``since`` until ``ends_at``); ``due``
+    says a switch to ``to`` is about to be recorded by ``recorder``.
+    With ``nodes``, ``nodes_to_move`` counts those still to change side.
+    """
+    found = agreement.adoption
+    active = found.active(now)
+    newest = found.switches[-1] if found.switches else None
+    report: dict[str, Any] = {
+        'state': 'switching' if active else found.settled(),
+        'to': agreement.target,
+        'since': (
+            round(newest.at, 3)
+            if newest is not None and newest.at > adoption.ORIGIN_AT
+            else None
+        ),
+        'ends_at': round(found.ends_at, 3) if active else None,
+        'due': agreement.due,
+        'recorder': agreement.recorder if agreement.due else None,
+        'stock_voters': sorted(agreement.stock_voters),
+        'outsiders': sorted(agreement.outsiders),
+    }
+    if nodes:
+        # Keyed as the ring keys them: by uuid.
+        report['nodes_to_move'] = len(
+            [
+                node
+                for node in nodes
+                if active
+                and found.pending((node.uuid or node.name).encode(), now)
+            ]
+        )
+    return report
+
+
+def render_switching(report: dict[str, Any]) -> str:
+    """One line, or two, on the switch: empty while every node is placed
+    by affinity and nothing is due, so that the output of a deployment
+    that never switched is what it was."""
+    if report['state'] == 'affinity' and not report['due']:
+        return ''
+    if report['state'] == 'switching':
+        line = 'Placement: switching to %s since %s, until %s' % (
+            _side_name(report['to']),
+            moment(report['since']),
+            moment(report['ends_at']),
+        )
+        if 'nodes_to_move' in report:
+            line += '; %d node(s) still to move' % report['nodes_to_move']
+    else:
+        line = 'Placement: %s' % _side_name(report['state'])
+    if report['due']:
+        line += '; a switch to %s is due, recorded by %s' % (
+            _side_name(report['to']),
+            report['recorder'],
+        )
+    lines = [line]
+    if report['stock_voters']:
+        lines.append(
+            "  voting for Ironic's ring (hash_ring_manager = stock): %s"
+            % ', '.join(report['stock_voters'])
+        )
+    if report['outsiders'] and report['state'] != 'affinity':
+        lines.append(
+            '  active in Ironic but not in the affinity group (without '
+            "the plugin, they place by Ironic's ring): %s"
+            % ', '.join(report['outsiders'])
+        )
+    return '\n'.join(lines)
+
+
+def _side_name(side: str) -> str:
+    return "Ironic's ring (stock)" if side == adoption.STOCK else side
+
+
 def members(
     found: Mapping[str, profile.ConductorProfile],
     url: str,
@@ -449,11 +533,22 @@ def members(
                 ),
                 'max_nodes': c.max_nodes,
                 'held_through_outage': name in held,
+                'vote': (
+                    adoption.AFFINITY
+                    if c.switching is None
+                    else c.switching.vote.side
+                ),
                 **_rollout(c, now),
             }
             for name, c in sorted(found.items())
         ],
         'rejected': dict(sorted(rejected.items())),
+        # From the group alone: a conductor Ironic lists that is not a
+        # member shows in ``check``, which reads Ironic's database too.
+        'placement': switching(
+            adoption.agree({n: c.switching for n, c in found.items()}, ()),
+            time.time() if now is None else now,
+        ),
     }
 
 
@@ -536,9 +631,22 @@ def render_members(report: dict[str, Any]) -> str:
                     ', '.join(c['kind'] for c in member['changes']),
                 )
             )
+    # And the votes, while any conductor votes for Ironic's ring or the
+    # deployment has switched.
+    placed = report.get('placement')
+    if placed is not None and (
+        placed['state'] != 'affinity'
+        or placed['due']
+        or any(m['vote'] != adoption.AFFINITY for m in report['members'])
+    ):
+        headers.append('VOTE')
+        for row, member in zip(rows, report['members'], strict=True):
+            row.append(member['vote'])
     parts.append(_table(headers, rows))
     for name, reason in report['rejected'].items():
         parts.append('Left out of placement: %s: %s' % (name, reason))
+    if placed is not None and render_switching(placed):
+        parts.append(render_switching(placed))
     return '\n'.join(parts)
 
 
@@ -593,7 +701,12 @@ def render_check(report: dict[str, Any]) -> str:
         '%d node(s) over %d live conductor(s)'
         % (report['nodes'], report['conductors'])
     ]
-    if report.get('not_members'):
+    placed = report.get('placement')
+    if placed is not None and render_switching(placed):
+        parts.append(render_switching(placed))
+    if report.get('not_members') and (
+        placed is None or placed['state'] == 'affinity'
+    ):
         parts.append(
             'Active in Ironic but not in the affinity group (given no '
             'node): %s' % ', '.join(report['not_members'])

@@ -114,6 +114,9 @@ def check(conf: cfg.ConfigOpts, args: Any) -> int:
     deployment = _deployment(conf, args)
     result = report.check(deployment.conductors, deployment.nodes)
     result['not_members'] = sorted(deployment.not_members)
+    result['placement'] = report.switching(
+        deployment.agreement, time.time(), deployment.nodes
+    )
     output.emit(result, report.render_check(result), args.format)
     problems = result['orphans'] or result['over_capacity']
     return EXIT_PROBLEM if problems else 0

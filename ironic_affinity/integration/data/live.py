@@ -27,6 +27,7 @@ from oslo_config import cfg
 import sqlalchemy as sa
 
 from ironic_affinity import active_members
+from ironic_affinity import adoption
 from ironic_affinity import exception
 from ironic_affinity import profile
 from ironic_affinity._i18n import _
@@ -44,6 +45,8 @@ class Deployment:
     # Active in Ironic but not in the group: no node goes to them.
     not_members: frozenset[str]
     bad_tags: dict[str, str]
+    # Between Ironic's ring and affinity placement (ironic_affinity.adoption).
+    agreement: adoption.Agreement
 
 
 def load(conf: cfg.ConfigOpts, timeout: float) -> Deployment:
@@ -98,6 +101,7 @@ def _deployment(
         tuple(nodes),
         active_members.missing_from_group(snapshot.members, active),
         bad,
+        active_members.agreement(snapshot.members, active),
     )
 
 

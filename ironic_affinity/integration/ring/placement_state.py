@@ -149,11 +149,7 @@ def agreement_of(
         # would read as "Ironic's ring". Placing by affinity with no
         # members places nothing, which breaks no hard tag.
         return adoption.UNREAD
-    return adoption.agree(
-        {name: c.switching for name, c in members.members.items()},
-        active_members.missing_from_group(members.members, active),
-        previous,
-    )
+    return active_members.agreement(members.members, active, previous)
 
 
 class MemberSource(Protocol):

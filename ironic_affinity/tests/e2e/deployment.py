@@ -23,6 +23,7 @@ process is stopped by pid and the database dropped on clean-up.
 
 import atexit
 import base64
+import datetime
 import functools
 import json
 import os
@@ -146,6 +147,11 @@ CLI_POLL = 1.0
 
 _POWER_SYNC = re.compile(
     r'Attempting to get shared lock on node (\S+) \(for power state sync\)'
+)
+_TIMED_POWER_SYNC = re.compile(
+    r'^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) .*Attempting to get shared '
+    r'lock on node (\S+) \(for power state sync\)',
+    re.MULTILINE,
 )
 
 
@@ -724,6 +730,26 @@ class Deployment(fixtures.Fixture):
                 text = log.read().decode(errors='replace')
             for node in _POWER_SYNC.findall(text):
                 found.setdefault(node, set()).add(self.conductor_name(index))
+        return found
+
+    def power_syncs_at(
+        self, offsets: dict[str, int]
+    ) -> dict[str, list[tuple[float, str]]]:
+        """node uuid -> (when, conductor) of each power sync since then,
+        by the logs' clock (this host's local time)."""
+        found: dict[str, list[tuple[float, str]]] = {}
+        for name, offset in offsets.items():
+            index = int(name[len('conductor') :])
+            with open(os.path.join(self.dir, name + '.log'), 'rb') as log:
+                log.seek(offset)
+                text = log.read().decode(errors='replace')
+            for stamp, node in _TIMED_POWER_SYNC.findall(text):
+                at = datetime.datetime.strptime(
+                    stamp, '%Y-%m-%d %H:%M:%S.%f'
+                ).timestamp()
+                found.setdefault(node, []).append(
+                    (at, self.conductor_name(index))
+                )
         return found
 
     @staticmethod

@@ -34,6 +34,7 @@ import tarfile
 import tempfile
 import uuid as uuidlib
 
+from ironic_affinity import adoption
 from ironic_affinity import placement
 from ironic_affinity import report
 from ironic_affinity.integration import placement_metrics
@@ -162,7 +163,13 @@ class Answers:
             sink, None, None, None, lambda: 60.0, wall_clock=lambda: now
         )
         reporter._report_placement(
-            live.Deployment(tuple(conductors), tuple(nodes), frozenset(), {})
+            live.Deployment(
+                tuple(conductors),
+                tuple(nodes),
+                frozenset(),
+                {},
+                adoption.agree({}, ()),
+            )
         )
         return sink.sent
 

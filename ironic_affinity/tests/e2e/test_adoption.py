@@ -1,0 +1,399 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""A running deployment switched to affinity placement and back, one
+service at a time (doc/source/admin/ironic.rst, "Switching a running
+deployment, and rolling back").
+
+One API and three conductors start with Ironic's own commands, 300
+nodes, a third of them ACTIVE. The API, then each conductor, moves to
+the plugin's commands with ``hash_ring_manager = stock``; then each
+conductor turns to ``affinity``; then one turns back to ``stock``.
+
+Evidence is Ironic's: the nodes' ``conductor`` field in the REST API,
+sampled twice a second, against Ironic's own ring (tooz's hash ring over
+the conductors Ironic lists, as Ironic builds it); the conductors' power
+syncs, from their logs; and requests for the nodes made throughout.
+"""
+
+import collections
+import threading
+import time
+
+import sqlalchemy as sa
+from tooz import hashring
+
+from ironic_affinity.integration.data import ironic_db
+from ironic_affinity.tests.e2e import base
+from ironic_affinity.tests.e2e import deployment
+from ironic_affinity.tests.e2e import load
+
+NODES = 300
+ACTIVE = 100
+PERIOD = 30
+WINDOW = 10
+SAMPLE = 0.5
+# Ironic's [DEFAULT]hash_partition_exponent, default.
+PARTITIONS = 2**5
+# [affinity]member_timeout: a switch starts this long after it is
+# recorded.
+LEAD = 5.0
+# [conductor]sync_power_state_interval here, and how close two
+# conductors' power syncs of one node must be to count as one moment.
+SYNC = 2.0
+DOUBLE_WINDOW = 1.5 * SYNC
+# [affinity]watch_interval (1 s), Ironic's hash_ring_reset_interval
+# here (2 s): how late a process may see what has changed.
+REFRESH = 3.0
+# A fair draw of the ~200 moving nodes over 3 windows has a standard
+# deviation of about 6.7 a window; processes read the group once a
+# second, which shifts a second of moves (7) from one window to the next.
+MARGIN = 25
+TAKEOVER = 3
+EXTRA_CONF = """
+[conductor]
+sync_local_state_interval = %d
+[affinity]
+adoption_period = %d
+""" % (TAKEOVER, PERIOD)
+
+
+def rack(index):
+    return 'rack%d' % (index % 3 + 1)
+
+
+class Sampler:
+    """The API's conductor of every node, and Ironic's active
+    conductors, twice a second, from a thread of its own."""
+
+    def __init__(self, dep):
+        self.dep = dep
+        self.samples = []  # (time, {uuid: conductor}, frozenset(hosts))
+        self.api_errors = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._database = ironic_db.IronicDatabase(dep.database_url)
+
+    def start(self):
+        self._thread.start()
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(30)
+        self._database.dispose()
+
+    def _run(self):
+        while not self._stop.wait(SAMPLE):
+            try:
+                active = self._database.active_conductors(
+                    self.dep.timers['heartbeat_timeout']
+                )
+            except sa.exc.SQLAlchemyError:
+                continue
+            hosts = frozenset(active.get(':fake-hardware', ()))
+            try:
+                status, body = self.dep._request(
+                    'GET', '/v1/nodes?fields=uuid,conductor&limit=1000'
+                )
+            except OSError:
+                continue  # the API restarting: see Requests
+            if status != 200:
+                self.api_errors.append((time.time(), status, body))
+                continue
+            self.samples.append(
+                (
+                    time.time(),
+                    {n['uuid']: n['conductor'] for n in body['nodes']},
+                    hosts,
+                )
+            )
+
+
+class Requests:
+    """Power-state reads and one power action per node, round the nodes,
+    from a thread of its own; failures by node."""
+
+    def __init__(self, dep, nodes):
+        self.dep = dep
+        self.nodes = nodes
+        self.failures = []
+        self.done = collections.Counter()
+        self.paused = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self):
+        self._thread.start()
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(60)
+
+    def _run(self):
+        acted = set()
+        while not self._stop.is_set():
+            for node in self.nodes:
+                if self._stop.is_set():
+                    return
+                if self.paused.is_set():
+                    time.sleep(0.2)
+                    continue
+                calls = [('GET', '/v1/nodes/%s/states' % node, None)]
+                if node not in acted:
+                    acted.add(node)
+                    calls.append(
+                        (
+                            'PUT',
+                            '/v1/nodes/%s/states/power' % node,
+                            {'target': 'power on'},
+                        )
+                    )
+                for method, path, body in calls:
+                    try:
+                        status, answer = self.dep._request(method, path, body)
+                    except OSError as exc:
+                        if not self.paused.is_set():
+                            self.failures.append((node, method, repr(exc)))
+                        continue
+                    self.done[method] += 1
+                    if status >= 400:
+                        self.failures.append((node, method, status, answer))
+
+
+class AdoptionTestCase(base.TestCase):
+    TIMED = True
+
+    def stop(self, name):
+        """Stop a process as an operator's service manager does: SIGTERM,
+        and wait for it (Ironic deregisters a conductor on the way)."""
+        process = self.dep.processes[name]
+        process.terminate()
+        try:
+            process.wait(60)
+        except Exception:
+            process.kill()
+            process.wait(10)
+
+    def restart_conductor(self, index, program, manager):
+        self.stop('conductor%d' % index)
+        self.dep.start_conductor(
+            index,
+            program=program,
+            soft_affinity_tags=rack(index - 1),
+            hash_ring_manager=manager,
+        )
+        self.dep.wait_conductors(index)
+
+    def restart_api(self, requests):
+        requests.paused.set()
+        self.stop('api')
+        self.dep._start(
+            'api',
+            deployment.API_MODES['launcher']
+            + ['--config-file', self.dep.conf],
+        )
+        self.dep.wait(
+            lambda: self.dep._get('/v1') is not None, 60, 'API up again'
+        )
+        requests.paused.clear()
+
+    def stock_answer(self, node, hosts):
+        return (
+            hashring.HashRing(hosts, partitions=PARTITIONS)
+            .get_nodes(node.encode('utf-8'))
+            .pop()
+        )
+
+    def test_switch_one_service_at_a_time_and_back(self):
+        dep = self.useFixture(
+            deployment.Deployment('stock', api='plain', extra_conf=EXTRA_CONF)
+        )
+        self.dep = dep
+        for index in (1, 2, 3):
+            dep.start_conductor(
+                index,
+                program='ironic-conductor',
+                soft_affinity_tags=rack(index - 1),
+                hash_ring_manager='stock',
+            )
+        dep.wait_conductors(1, 2, 3)
+        created = load.create_nodes(dep.api_port, NODES, tags=rack)
+        nodes = [n.uuid for n in created]
+        tag_of = {n.uuid: n.tags for n in created}
+        self.make_active(nodes[:ACTIVE])
+
+        sampler = Sampler(dep)
+        requests = Requests(dep, nodes)
+        sampler.start()
+        self.addCleanup(sampler.stop)
+        requests.start()
+        self.addCleanup(requests.stop)
+        offsets = dep.log_offsets()
+        started = time.time()
+
+        # 1. Every service to the plugin's commands, voting stock.
+        self.restart_api(requests)
+        for index in (1, 2, 3):
+            self.restart_conductor(index, 'ironic-affinity-conductor', 'stock')
+        # 2. Each conductor turns to affinity: the last one's stop makes
+        # the switch due.
+        for index in (1, 2):
+            self.restart_conductor(
+                index, 'ironic-affinity-conductor', 'affinity'
+            )
+        due = time.time()
+        self.restart_conductor(3, 'ironic-affinity-conductor', 'affinity')
+        names = {i: dep.conductor_name(i) for i in (1, 2, 3)}
+        on_affinity = {n: names[int(tag_of[n][-1])] for n in nodes}
+        self.wait_for_placement(sampler, on_affinity, PERIOD + LEAD + 30)
+        switched = time.time()
+        # 3. One conductor turns back: the rollback is due.
+        back = time.time()
+        self.restart_conductor(1, 'ironic-affinity-conductor', 'stock')
+        hosts = frozenset(names.values())
+        on_stock = {n: self.stock_answer(n, hosts) for n in nodes}
+        self.wait_for_placement(sampler, on_stock, PERIOD + LEAD + 30)
+        ended = time.time()
+        requests.stop()
+        sampler.stop()
+
+        samples = sampler.samples
+        # Until the switch could begin, the API answers as Ironic's ring.
+        before = [s for s in samples if s[0] < due + LEAD - 1]
+        self.assertGreater(len(before), 20)
+        self.assert_ironics_ring(before)
+        # Moves within the pace, there and back.
+        figures = {
+            'to_affinity': self.moves(samples, due, switched, on_affinity),
+            'back_to_stock': self.moves(samples, back, ended, on_stock),
+        }
+        moving = {key: sum(curve) for key, curve in figures.items()}
+        for key, curve in figures.items():
+            share = moving[key] * WINDOW / PERIOD
+            self.assertLessEqual(max(curve), share + MARGIN, figures)
+        self.assertGreater(moving['to_affinity'], NODES / 2, figures)
+        # Power syncs: two conductors on one node only at its handover.
+        doubles = self.doubles_outside_moves(dep, offsets, samples)
+        # Requests: none failed but while the only API restarted.
+        base.record(
+            test='adoption',
+            moves_per_window=figures,
+            samples=len(samples),
+            requests=dict(requests.done),
+            failed_requests=len(requests.failures),
+            doubles_outside_handover=len(doubles),
+            seconds=round(ended - started, 1),
+        )
+        self.assertEqual([], requests.failures[:10])
+        self.assertEqual([], sampler.api_errors[:5])
+        self.assertEqual({}, dict(list(doubles.items())[:10]))
+
+    def make_active(self, nodes):
+        """ACTIVE straight in the database (a deploy of 100 fake nodes
+        would take minutes), then wait until Ironic's takeover has given
+        each one its conductor_affinity."""
+        engine = sa.create_engine(self.dep.database_url)
+        self.addCleanup(engine.dispose)
+        with engine.begin() as connection:
+            connection.execute(
+                sa.text(
+                    "UPDATE nodes SET provision_state = 'active', "
+                    "power_state = 'power on' WHERE uuid IN :uuids"
+                ).bindparams(sa.bindparam('uuids', expanding=True)),
+                {'uuids': list(nodes)},
+            )
+
+        def taken():
+            with engine.connect() as connection:
+                return not connection.execute(
+                    sa.text(
+                        'SELECT count(*) FROM nodes WHERE uuid IN :uuids '
+                        'AND conductor_affinity IS NULL'
+                    ).bindparams(sa.bindparam('uuids', expanding=True)),
+                    {'uuids': list(nodes)},
+                ).scalar()
+
+        self.dep.wait(taken, 60, 'active nodes taken over', interval=1.0)
+
+    def wait_for_placement(self, sampler, wanted, timeout):
+        def placed():
+            if not sampler.samples:
+                return False
+            return sampler.samples[-1][1] == wanted
+
+        self.dep.wait(placed, timeout, 'every node placed', interval=1.0)
+
+    def assert_ironics_ring(self, samples):
+        """Each sample gives each node the conductor Ironic's ring gives
+        it over the conductors Ironic listed then, or within REFRESH
+        before (the API reads them again every reset interval)."""
+        recent = collections.deque()
+        wrong = []
+        for at, placed, hosts in samples:
+            recent.append((at, hosts))
+            while recent[0][0] < at - REFRESH:
+                recent.popleft()
+            rings = {h for _t, h in recent if h}
+            for node, conductor in placed.items():
+                if not any(
+                    conductor == self.stock_answer(node, h) for h in rings
+                ):
+                    wrong.append((round(at, 1), node, conductor))
+        self.assertEqual([], wrong[:10], '%d in all' % len(wrong))
+
+    def moves(self, samples, since, until, wanted):
+        """Arrivals at the wanted conductor per WINDOW seconds from
+        ``since``: a node counts once, at the sample it arrived in."""
+        arrived = {}
+        previous = None
+        for at, placed, _hosts in samples:
+            if since <= at <= until and previous is not None:
+                for node, conductor in placed.items():
+                    if (
+                        conductor == wanted[node]
+                        and previous.get(node) != conductor
+                    ):
+                        arrived[node] = at
+            previous = placed
+        curve = [0] * (int((until - since) // WINDOW) + 1)
+        for at in arrived.values():
+            curve[int((at - since) // WINDOW)] += 1
+        return curve
+
+    def doubles_outside_moves(self, dep, offsets, samples):
+        """node -> times two conductors ran its power sync within
+        DOUBLE_WINDOW, away from any change of its conductor in the
+        API's samples (a handover, or a conductor's restart)."""
+        changes = collections.defaultdict(list)
+        previous = None
+        for at, placed, _hosts in samples:
+            if previous is not None:
+                for node, conductor in placed.items():
+                    if previous.get(node) != conductor:
+                        changes[node].append(at)
+            previous = placed
+        syncs = dep.power_syncs_at(offsets)
+        found = {}
+        for node, events in syncs.items():
+            for at, conductor in events:
+                others = {
+                    c
+                    for t, c in events
+                    if c != conductor and at - DOUBLE_WINDOW <= t <= at
+                }
+                near_move = any(
+                    abs(at - moved) <= DOUBLE_WINDOW + REFRESH + SAMPLE
+                    for moved in changes[node]
+                )
+                if others and not near_move:
+                    found.setdefault(node, []).append(round(at, 1))
+        return found
