@@ -59,6 +59,14 @@ where they will end):
     Nodes that have yet to move to the conductor they will end on; sent
     once more, at 0, when the rollout has ended.
 
+and, while the deployment places by Ironic's ring or switches between it
+and affinity placement (:mod:`ironic_affinity.adoption`; the gauges above
+then count nodes where the process's ring puts them, either side):
+
+``placement.adoption_pending`` (gauge)
+    Nodes that have yet to change side; sent once more, at 0, when the
+    switch has ended.
+
 No Ironic import: the sink is Ironic's metric logger, bound by
 :mod:`ironic_affinity.integration.metrics`.
 """
@@ -72,8 +80,10 @@ from typing import Protocol
 
 from oslo_log import log
 
+from ironic_affinity import adoption
 from ironic_affinity import outage
 from ironic_affinity import placement
+from ironic_affinity import profile
 from ironic_affinity.integration.data import live
 from ironic_affinity.integration.ring import placement_state
 from ironic_affinity.membership import lease
@@ -112,6 +122,7 @@ class PlacementReporter:
         places: Callable[[], bool] = lambda: False,
         wall_clock: Callable[[], float] = time.time,
         own_lease: Callable[[], lease.Lease | None] = lambda: None,
+        ring_lookup: Callable[[profile.NodeRequest], str | None] | None = None,
     ) -> None:
         """:param current: the process's placement state now.
         :param read_deployment: every node and live conductor, as the
@@ -120,6 +131,10 @@ class PlacementReporter:
             too (in API processes).
         :param wall_clock: seconds since the epoch, for rollouts.
         :param own_lease: this process's conductor's lease, if any.
+        :param ring_lookup: the node's conductor as this process's ring
+            answers it (None for none): asked for every node while the
+            deployment is not wholly on affinity placement, where
+            Ironic's own ring places some nodes.
         """
         self.sink = sink
         self._current = current
@@ -132,8 +147,10 @@ class PlacementReporter:
         self._loads: dict[str, int] = {}
         self._wall_clock = wall_clock
         self._own_lease = own_lease
-        # Whether the last report was during a rollout.
+        # Whether the last report was during a rollout, or a switch.
         self._rolling = False
+        self._switching = False
+        self._ring_lookup = ring_lookup
         self._outage = outage.Outage(LOG)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -206,11 +223,32 @@ class PlacementReporter:
         loads = {c.name: 0 for c in placer.conductors}
         placed: dict[str, str | None] = {}
         waiting = 0
+        switches = deployment.agreement.adoption
+        switching = switches.active(now)
+        lookup = (
+            self._ring_lookup
+            if switching or switches.settled() != adoption.AFFINITY
+            else None
+        )
+        to_switch = 0
         for node, answer in zip(deployment.nodes, answers, strict=True):
-            placed[node.uuid or node.name] = answer.conductor
+            conductor = answer.conductor
+            if lookup is not None:
+                # Ironic's ring places some nodes: the ring's answer,
+                # whichever side the node is on.
+                conductor = lookup(node)
+                loads.setdefault(conductor or '', 0)
+            placed[node.uuid or node.name] = conductor
             waiting += answer.conductor != answer.final
-            if answer.conductor is not None:
-                loads[answer.conductor] += 1
+            if switching:
+                key = (node.uuid or node.name).encode('utf-8')
+                to_switch += bool(switches.pending(key, now))
+            if conductor is not None:
+                loads[conductor] += 1
+        loads.pop('', None)
+        if switching or self._switching:
+            self.sink.send_gauge('placement.adoption_pending', to_switch)
+        self._switching = switching
         if rolling is not None or self._rolling:
             # Sent once more, as 0, when the rollout has ended: a gauge
             # keeps its last value.

@@ -28,6 +28,7 @@ from oslo_config import cfg
 from oslo_log import log
 
 from ironic_affinity import exception
+from ironic_affinity import profile
 from ironic_affinity.integration import metrics
 from ironic_affinity.integration import placement_metrics
 from ironic_affinity.integration.data import ironic_db
@@ -130,6 +131,7 @@ class ProcessServices:
                     _API_PROCESS or conf.metrics.backend == 'collector'
                 ),
                 own_lease=lease.own,
+                ring_lookup=_ring_lookup,
             )
             self.node_tags.observer = self.reporter.observe_tags
 
@@ -149,6 +151,21 @@ class ProcessServices:
         self.node_tags.start()
         if self.reporter is not None:
             self.reporter.start()
+
+
+def _ring_lookup(node: profile.NodeRequest) -> str | None:
+    """The node's conductor as this process's ring answers Ironic."""
+    # Here, not at the top: the ring manager imports Ironic, and this
+    # module.
+    from ironic_affinity.integration.ring import ring_manager
+
+    try:
+        ring = ring_manager.AffinityHashRingManager().get_ring(
+            node.driver or '', node.conductor_group
+        )
+        return str(ring.get_nodes((node.uuid or node.name).encode()).pop())
+    except Exception:  # noqa: BLE001 - no conductor, whatever the reason
+        return None
 
 
 _LOCK = threading.Lock()

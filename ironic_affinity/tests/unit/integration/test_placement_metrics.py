@@ -15,6 +15,7 @@
 import dataclasses
 import types
 
+from ironic_affinity import adoption
 from ironic_affinity import profile
 from ironic_affinity.integration import placement_metrics
 from ironic_affinity.integration.ring import placement_state
@@ -80,12 +81,18 @@ class ReporterTestCase(base.TestCase):
             states.current,
             self.view,
             lambda snapshot: types.SimpleNamespace(
-                conductors=tuple(self.conductors), nodes=tuple(self.nodes)
+                conductors=tuple(self.conductors),
+                nodes=tuple(self.nodes),
+                agreement=self.agreement,
             ),
             lambda: 60.0,
             places=lambda: self.places,
             wall_clock=lambda: self.now,
+            ring_lookup=lambda node: self.ring[node.name],
         )
+        # Every node placed by affinity, as before switches existed.
+        self.agreement = adoption.agree({'c1': None, 'c2': None}, ())
+        self.ring = {}
         self.now = 1_800_000_000.0
 
     def test_every_process_reports_its_view(self):
@@ -225,3 +232,33 @@ class ReporterTestCase(base.TestCase):
         self.reporter.report()
         sent = {name for name, _value, _kind in self.sink.take()}
         self.assertNotIn('placement.rollout_pending', sent)
+
+    def test_a_switch_is_reported_as_it_goes(self):
+        # Switching to affinity over 60 s: the ring places each node on
+        # its side; the gauges count the ring's answers.
+        self.places = True
+        self.nodes = [_node('n%d' % i, 'dc1') for i in range(200)]
+        self.ring = {n.name: 'c1' for n in self.nodes}
+        history = (
+            adoption.Switch('stock', adoption.ORIGIN_AT, 0.0),
+            adoption.Switch('affinity', self.now, 60.0),
+        )
+        vote = adoption.Published(
+            adoption.Vote('affinity', self.now, 60.0), history
+        )
+        self.agreement = adoption.agree({'c1': vote, 'c2': vote}, ())
+        self.now += 30
+        self.reporter.report()
+        sent = {name: value for name, value, _kind in self.sink.take()}
+        self.assertEqual(200, sent['placement.nodes.c1'])
+        self.assertEqual(0, sent['placement.nodes.c2'])
+        self.assertTrue(60 < sent['placement.adoption_pending'] < 140, sent)
+        self.now += 31
+        self.reporter.report()
+        sent = {name: value for name, value, _kind in self.sink.take()}
+        # Once more at 0, then no longer sent; the ring no longer asked.
+        self.assertEqual(0, sent['placement.adoption_pending'])
+        self.ring = {}
+        self.reporter.report()
+        sent = {name for name, _value, _kind in self.sink.take()}
+        self.assertNotIn('placement.adoption_pending', sent)
