@@ -107,6 +107,8 @@ class ShowNodeAffinity(command.ShowOne):
         'verdicts',
         'not_members',
         'tags_error',
+        'side',
+        'switch_moves',
     )
 
     def get_parser(self, prog_name: str) -> Any:
@@ -132,6 +134,11 @@ class ShowNodeAffinity(command.ShowOne):
             'verdicts': VerdictsColumn(found['conductors']),
             'not_members': format_columns.ListColumn(found['not_members']),
             'tags_error': found['tags_error'],
+            # Between Ironic's ring ('stock') and affinity: absent from an
+            # API process of an earlier release, which places by
+            # affinity.
+            'side': found.get('side', 'affinity'),
+            'switch_moves': PendingColumn(found.get('switch_moves') or []),
         }
         return self.FIELDS, tuple(values[f] for f in self.FIELDS)
 
@@ -156,6 +163,22 @@ class ListAffinity(command.Lister):
             LOG.warning(
                 'The API cannot read the membership group: %s',
                 found['membership']['error'],
+            )
+        placed = found.get('placement') or {'state': 'affinity'}
+        if placed['state'] == 'switching':
+            LOG.warning(
+                'Placement is switching to %(to)s until %(ends)s; '
+                '%(count)s node(s) still to move',
+                {
+                    'to': placed['to'],
+                    'ends': _moment(placed['ends_at']),
+                    'count': placed.get('nodes_to_move'),
+                },
+            )
+        elif placed['state'] != 'affinity':
+            LOG.warning(
+                "Placement is by Ironic's ring (stock); voting for it: %s",
+                ', '.join(placed['stock_voters']) or '(no conductor)',
             )
         for name in found['not_members']:
             LOG.warning(

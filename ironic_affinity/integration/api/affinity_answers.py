@@ -98,6 +98,19 @@ def node_affinity(
         ),
         membership=_membership(conf, services.view.snapshot()),
     )
+    # Between Ironic's ring and affinity placement: while the node is on
+    # Ironic's side, 'ironic_conductor' is where it is, and the rest
+    # explains where affinity will put it.
+    switches = state.agreement.adoption
+    now = time.time()
+    result.update(
+        placement=report.switching(state.agreement, now),
+        side=switches.side(uuid.encode('utf-8'), now),
+        switch_moves=[
+            {'from': m.source, 'to': m.target, 'at': round(m.at, 3)}
+            for m in switches.pending(uuid.encode('utf-8'), now)
+        ],
+    )
     return result
 
 
@@ -143,4 +156,7 @@ def deployment_affinity(
         'single_conductor': checked['single_conductor'],
         'over_capacity': checked['over_capacity'],
         'bad_tags': dict(sorted(deployment.bad_tags.items())),
+        'placement': report.switching(
+            deployment.agreement, now, deployment.nodes
+        ),
     }

@@ -125,6 +125,53 @@ class OpenStackClientTestCase(base.TestCase):
         )
         self.assertEqual('2027-01-15T08:01:00Z', shown['rollout_ends_at'])
 
+    def test_show_a_node_switching_sides(self):
+        switching = dict(
+            NODE,
+            side='stock',
+            switch_moves=[
+                {'from': 'stock', 'to': 'affinity', 'at': 1800000018.3}
+            ],
+        )
+        command, _http = _command(
+            affinity.ShowNodeAffinity, {'/v1/nodes/node1/affinity': switching}
+        )
+        fields, values = command.take_action(argparse.Namespace(node='node1'))
+        shown = dict(zip(fields, values, strict=True))
+        self.assertEqual('stock', shown['side'])
+        self.assertEqual(
+            'stock -> affinity at 2027-01-15T08:00:18Z',
+            shown['switch_moves'].human_readable(),
+        )
+        # An API process of an earlier release places by affinity.
+        command, _http = _command(
+            affinity.ShowNodeAffinity, {'/v1/nodes/node1/affinity': NODE}
+        )
+        fields, values = command.take_action(argparse.Namespace(node='node1'))
+        shown = dict(zip(fields, values, strict=True))
+        self.assertEqual('affinity', shown['side'])
+
+    def test_list_says_where_placement_stands(self):
+        switching = dict(
+            DEPLOYMENT,
+            placement={
+                'state': 'switching',
+                'to': 'affinity',
+                'ends_at': 1800000060.0,
+                'nodes_to_move': 42,
+                'stock_voters': [],
+            },
+        )
+        command, _http = _command(
+            affinity.ListAffinity, {'/v1/affinity': switching}
+        )
+        with self.assertLogs(affinity.LOG.name, 'WARNING') as logs:
+            command.take_action(argparse.Namespace())
+        self.assertIn(
+            'switching to affinity until 2027-01-15T08:01:00Z; 42 node(s)',
+            logs.output[0],
+        )
+
     def test_check_status_is_for_monitoring(self):
         command, _http = _command(
             affinity.CheckAffinity, {'/v1/affinity': DEPLOYMENT}
