@@ -85,11 +85,31 @@ def plan(conf: cfg.ConfigOpts, args: Any) -> int:
     deployment = _deployment(conf, args)
     names = frozenset(c.name for c in deployment.conductors)
     output.check_down(names, args.down, 'live')
+    now = time.time()
     result = report.plan(
-        deployment.conductors, deployment.nodes, set(args.down), time.time()
+        deployment.conductors, deployment.nodes, set(args.down), now
     )
-    output.emit(result, report.render_plan(result, args.down), args.format)
+    result['placement'] = report.switching(
+        deployment.agreement, now, deployment.nodes
+    )
+    output.emit(
+        result,
+        _placed_by_affinity_note(result['placement'])
+        + report.render_plan(result, args.down),
+        args.format,
+    )
     return 0
+
+
+def _placed_by_affinity_note(placed: dict[str, Any]) -> str:
+    """What the tables below are while Ironic's ring places nodes."""
+    said = report.render_switching(placed)
+    if not said:
+        return ''
+    return (
+        said + '\nBelow: placement by affinity tags; a node on Ironic\'s '
+        "ring is where Ironic's ring puts it.\n"
+    )
 
 
 def explain(conf: cfg.ConfigOpts, args: Any, wanted: str) -> int:
@@ -99,14 +119,24 @@ def explain(conf: cfg.ConfigOpts, args: Any, wanted: str) -> int:
     found = [n for n in deployment.nodes if wanted in (n.name, n.uuid)]
     if not found:
         raise exception.AffinityError(_('no node %r') % wanted)
+    now = time.time()
     result = report.explain(
         deployment.conductors,
         found[0],
         set(args.down),
         deployment.nodes,
-        now=time.time(),
+        now=now,
     )
-    output.emit(result, report.render_explain(result), args.format)
+    switches = deployment.agreement.adoption
+    key = (found[0].uuid or found[0].name).encode('utf-8')
+    result['placement'] = report.switching(deployment.agreement, now)
+    result['side'] = switches.side(key, now)
+    output.emit(
+        result,
+        _placed_by_affinity_note(result['placement'])
+        + report.render_explain(result),
+        args.format,
+    )
     return 0
 
 
