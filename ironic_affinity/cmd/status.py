@@ -17,12 +17,15 @@ ironic.conf. It fails when a conductor that Ironic lists as active is not
 in the affinity group (it runs without the plugin, or cannot reach the
 backend, while others route by affinity), fails when conductors run the
 plugin but no API process announces it (the API routes requests by
-Ironic's own ring meanwhile), and warns about orphaned nodes.
+Ironic's own ring meanwhile), warns while every node is on Ironic's own
+ring (naming the conductors that vote for it, and those without the
+plugin), and warns about orphaned nodes.
 Exit status as oslo.upgradecheck defines it: 0 success, 1 warning, 2
 failure.
 """
 
 import sys
+import time
 
 from oslo_config import cfg
 from oslo_upgradecheck import upgradecheck
@@ -53,14 +56,35 @@ class Checks(upgradecheck.UpgradeCommands):
             deployment = self._read()
         except Exception as exc:  # noqa: BLE001 - reported as the result
             return upgradecheck.Result(upgradecheck.Code.FAILURE, str(exc))
+        placed = report.switching(deployment.agreement, time.time())
+        missing = ', '.join(sorted(deployment.not_members))
+        if placed['state'] == 'stock' and not placed['due']:
+            # Every node on Ironic's ring, as every conductor places
+            # them: an adoption under way, or a rollback done.
+            voters = ', '.join(placed['stock_voters'])
+            return upgradecheck.Result(
+                upgradecheck.Code.WARNING,
+                "Nodes are placed by Ironic's own hash ring%s%s."
+                % (
+                    ': conductor(s) %s vote for it (hash_ring_manager = '
+                    'stock)' % voters
+                    if voters
+                    else '',
+                    '; conductor(s) %s run without ironic-affinity' % missing
+                    if missing
+                    else '',
+                ),
+            )
         if deployment.not_members:
             return upgradecheck.Result(
                 upgradecheck.Code.FAILURE,
                 'Conductor(s) %s are active in Ironic but not in the '
-                'affinity group: start them with ironic-affinity-conductor '
+                "affinity group: if they run without ironic-affinity, they "
+                "place nodes by Ironic's own ring while the others place "
+                'by affinity. Start them with ironic-affinity-conductor '
                 'and the same [affinity] backend, or set '
-                '[affinity]hash_ring_manager = stock everywhere.'
-                % ', '.join(sorted(deployment.not_members)),
+                '[affinity]hash_ring_manager = stock on one conductor to '
+                "take every node back to Ironic's ring." % missing,
             )
         return upgradecheck.Result(upgradecheck.Code.SUCCESS)
 
