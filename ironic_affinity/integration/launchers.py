@@ -95,11 +95,11 @@ def _install_membership() -> None:
                     {'name': manager.host, 'timeout': timeout},
                 )
 
-    def leave(manager: Any) -> None:
+    def leave(manager: Any, staying_registered: bool = False) -> None:
         membership = getattr(manager, '_affinity_membership', None)
         if membership is not None:
             manager._affinity_membership = None
-            membership.stop()
+            membership.stop(staying_registered)
 
     def join_before_registering(manager: Any) -> None:
         # On this instance only: importing the manager's module here
@@ -131,8 +131,10 @@ def _install_membership() -> None:
 
     def stop(self: Any) -> None:
         # Leave first: the others re-place our nodes now rather than
-        # after the member timeout.
-        leave(self.manager)
+        # after the member timeout; unless Ironic keeps the conductor
+        # registered (SIGUSR1, for a restart), when the entry stays until
+        # the member timeout, and the nodes with it.
+        leave(self.manager, not _deregisters(self))
         original_stop(self)
 
     rpc_service.RPCService.start = start
@@ -180,6 +182,15 @@ def _sized_period(own_name: str) -> float:
         CONF.conductor.periodic_max_workers,
         CONF.conductor.sync_local_state_interval,
     )
+
+
+def _deregisters(rpc_service: Any) -> bool:
+    """Whether Ironic deregisters the conductor as this service stops:
+    ``deregister_on_shutdown`` since Ironic 2026.1, ``deregister``
+    before; both false after SIGUSR1."""
+    if hasattr(type(rpc_service), 'deregister_on_shutdown'):
+        return bool(rpc_service.deregister_on_shutdown)
+    return bool(getattr(rpc_service, 'deregister', True))
 
 
 def _warm_up() -> None:

@@ -276,7 +276,15 @@ class ConductorMembership:
         lease.set_own(self.lease)
         self.member.start()
 
-    def stop(self) -> None:
+    def stop(self, staying_registered: bool = False) -> None:
+        """Leave the group, unless the conductor is coming back.
+
+        :param staying_registered: Ironic keeps the conductor registered
+            through this stop (SIGUSR1 before it, for a restart): the
+            entry is left to expire after the member timeout, so that a
+            conductor back within it keeps its nodes, as it keeps them on
+            Ironic's own ring.
+        """
         # Ironic 39's service launcher restarts the conductor's worker
         # process on SIGHUP, right after the options are reloaded (the
         # launcher notes it: launchers._note_reloads). Leaving the group
@@ -286,7 +294,7 @@ class ConductorMembership:
             _RELOAD_REQUESTED_AT is not None
             and time.monotonic() - _RELOAD_REQUESTED_AT < RELOAD_RESTART_WINDOW
         )
-        if reloading:
+        if reloading or staying_registered:
             self.member.hand_over()
         else:
             self.lease.end()

@@ -14,6 +14,7 @@
 before (the member thread that carries it is test_member's)."""
 
 import time
+from unittest import mock
 
 from ironic_affinity import adoption
 from ironic_affinity import profile
@@ -131,3 +132,28 @@ class SwitchingTestCase(base.TestCase):
         # Its own view has not caught up: the same switch, not another.
         again = membership._compose(None, membership.member._capabilities)
         self.assertEqual(found, again['switching'])
+
+
+class StopTestCase(base.TestCase):
+    """Whether a stopping conductor leaves the group or keeps its entry."""
+
+    def setUp(self):
+        super().setUp()
+        self.config(backend_url='redis://127.0.0.1:1')
+        self.membership = service.ConductorMembership(self.conf, NAME)
+        self.membership.member = mock.Mock()
+        self.membership.lease = mock.Mock()
+
+    def test_a_stop_leaves(self):
+        self.membership.stop()
+        self.membership.member.stop.assert_called_once_with()
+        self.membership.lease.end.assert_called_once_with()
+        self.membership.member.hand_over.assert_not_called()
+
+    def test_a_stop_that_keeps_the_conductor_registered_keeps_the_entry(self):
+        # SIGUSR1 then a restart: back within the member timeout, the
+        # conductor finds its nodes where they were, as on Ironic's ring.
+        self.membership.stop(staying_registered=True)
+        self.membership.member.hand_over.assert_called_once_with()
+        self.membership.member.stop.assert_not_called()
+        self.membership.lease.end.assert_not_called()
