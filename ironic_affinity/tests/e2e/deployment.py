@@ -28,6 +28,7 @@ import functools
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -292,6 +293,16 @@ class Deployment(fixtures.Fixture):
 
     def _setUp(self) -> None:
         self.dir = self.useFixture(fixtures.TempDir()).path
+        keep = os.environ.get('IRONIC_AFFINITY_E2E_KEEP_LOGS')
+        if keep:
+            # Before the directory goes: every process's log, to read
+            # after a failure that does not happen when watched.
+            self.addCleanup(
+                shutil.copytree,
+                self.dir,
+                os.path.join(keep, os.path.basename(self.dir)),
+                ignore=shutil.ignore_patterns('state'),
+            )
         self.redis = self.useFixture(servers.RedisServer())
         self.dbname = 'ironic_affinity_e2e_%s' % uuid.uuid4().hex[:10]
         self.database_url = '%s/%s' % (self.postgres, self.dbname)
