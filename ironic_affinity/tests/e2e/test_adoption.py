@@ -101,8 +101,11 @@ class Sampler:
                 continue
             hosts = frozenset(active.get(':fake-hardware', ()))
             try:
+                # Not ?fields=conductor: Ironic refuses to select a field
+                # that is not a column ("type object 'Node' has no
+                # attribute 'conductor'").
                 status, body = self.dep._request(
-                    'GET', '/v1/nodes?fields=uuid,conductor&limit=1000'
+                    'GET', '/v1/nodes/detail?limit=1000'
                 )
             except OSError:
                 continue  # the API restarting: see Requests
