@@ -25,6 +25,7 @@ the conductors Ironic lists, as Ironic builds it); the conductors' power
 syncs, from their logs; and requests for the nodes made throughout.
 """
 
+import bisect
 import collections
 import threading
 import time
@@ -380,15 +381,16 @@ class AdoptionTestCase(base.TestCase):
 
     def assert_ironics_ring(self, samples):
         """Each sample gives each node the conductor Ironic's ring gives
-        it over the conductors Ironic listed then, or within REFRESH
-        before (the API reads them again every reset interval)."""
-        recent = collections.deque()
+        it over the conductors Ironic listed within REFRESH of it, before
+        or after: the API reads them again every reset interval, and a
+        sample's request may see a conductor deregister that the read
+        just before it did not."""
+        times = [at for at, _placed, _hosts in samples]
         wrong = []
-        for at, placed, hosts in samples:
-            recent.append((at, hosts))
-            while recent[0][0] < at - REFRESH:
-                recent.popleft()
-            rings = {h for _t, h in recent if h}
+        for at, placed, _hosts in samples:
+            first = bisect.bisect_left(times, at - REFRESH)
+            last = bisect.bisect_right(times, at + REFRESH)
+            rings = {h for _t, _p, h in samples[first:last] if h}
             for node, conductor in placed.items():
                 if not any(
                     conductor == self.stock_answer(node, h) for h in rings
