@@ -48,10 +48,11 @@ PARTITIONS = 2**5
 # [affinity]member_timeout: a switch starts this long after it is
 # recorded.
 LEAD = 5.0
-# [conductor]sync_power_state_interval here, and how close two
-# conductors' power syncs of one node must be to count as one moment.
+# [conductor]sync_power_state_interval here; one conductor's power sync
+# of a node between two of another's within two intervals and a half is
+# the two working it at once.
 SYNC = 2.0
-DOUBLE_WINDOW = 1.5 * SYNC
+INTERLEAVED = 2.5 * SYNC
 # [affinity]watch_interval (1 s), Ironic's hash_ring_reset_interval
 # here (2 s): how late a process may see what has changed.
 REFRESH = 3.0
@@ -311,8 +312,17 @@ class AdoptionTestCase(base.TestCase):
             share = moving[key] * WINDOW / PERIOD
             self.assertLessEqual(max(curve), share + MARGIN, figures)
         self.assertGreater(moving['to_affinity'], NODES / 2, figures)
-        # Power syncs: two conductors on one node only at its handover.
-        doubles = self.doubles_outside_moves(dep, offsets, samples)
+        # Power syncs: one conductor at a time, each node, but around a
+        # conductor's restart: Ironic's own ring moves a node to a
+        # conductor that registers before the others' rings, cached for
+        # hash_ring_reset_interval, do; and a node that moves at its
+        # moment may move again as its conductor stops.
+        interleaved = self.interleaved_syncs(dep, offsets)
+        doubles = {
+            node: spans
+            for node, spans in interleaved.items()
+            if not self.at_restarts(spans)
+        }
         # Requests: none failed, but for power actions routed by Ironic's
         # own ring to a conductor stopping meanwhile (Ironic answers them
         # 500 "Can not schedule new futures after being shutdown" until
@@ -332,14 +342,19 @@ class AdoptionTestCase(base.TestCase):
             requests=dict(requests.done),
             failed_requests=len(failed),
             failed_at_ironic_restarts=len(requests.failures) - len(failed),
-            doubles_outside_handover=len(doubles),
+            nodes_synced_by_two_at_once=len(doubles),
+            nodes_synced_by_two_at_restarts=len(interleaved) - len(doubles),
             seconds=round(ended - started, 1),
         )
         self.assertEqual([], failed[:10])
+        # One power action per node in each switch, answered or not
+        # (a refused connection is the one failure not counted as done).
         self.assertEqual(
             2 * NODES,
             requests.done['PUT']
-            + len([f for f in requests.failures if f[2] == 'PUT']),
+            + len(
+                [f for f in requests.failures if f[2] == 'PUT' and len(f) == 4]
+            ),
         )
         self.assertEqual([], sampler.api_errors[:5])
         self.assertEqual({}, dict(list(doubles.items())[:10]))
@@ -417,31 +432,25 @@ class AdoptionTestCase(base.TestCase):
             curve[int((at - since) // WINDOW)] += 1
         return curve
 
-    def doubles_outside_moves(self, dep, offsets, samples):
-        """node -> times two conductors ran its power sync within
-        DOUBLE_WINDOW, away from any change of its conductor in the
-        API's samples (a handover, or a conductor's restart)."""
-        changes = collections.defaultdict(list)
-        previous = None
-        for at, placed, _hosts in samples:
-            if previous is not None:
-                for node, conductor in placed.items():
-                    if previous.get(node) != conductor:
-                        changes[node].append(at)
-            previous = placed
-        syncs = dep.power_syncs_at(offsets)
+    def interleaved_syncs(self, dep, offsets):
+        """node -> (start, end) of each time one conductor ran its power
+        sync between two of another's, within INTERLEAVED seconds: two
+        conductors working the node at once. A handover (one conductor's
+        syncs, then another's) is not one, however close its two
+        sides."""
         found = {}
-        for node, events in syncs.items():
-            for at, conductor in events:
-                others = {
-                    c
-                    for t, c in events
-                    if c != conductor and at - DOUBLE_WINDOW <= t <= at
-                }
-                near_move = any(
-                    abs(at - moved) <= DOUBLE_WINDOW + REFRESH + SAMPLE
-                    for moved in changes[node]
-                )
-                if others and not near_move:
-                    found.setdefault(node, []).append(round(at, 1))
+        for node, events in dep.power_syncs_at(offsets).items():
+            events.sort()
+            for (a, first), (_b, middle), (c, last) in zip(
+                events, events[1:], events[2:], strict=False
+            ):
+                if first == last != middle and c - a <= INTERLEAVED:
+                    found.setdefault(node, []).append((a, c))
         return found
+
+    def at_restarts(self, spans):
+        """Whether every span overlaps a conductor's restart."""
+        return all(
+            any(a <= end and start <= b for a, b in self.restarts)
+            for start, end in spans
+        )
