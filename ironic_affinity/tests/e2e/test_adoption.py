@@ -62,8 +62,11 @@ REFRESH = 3.0
 MARGIN = 25
 TAKEOVER = 3
 EXTRA_CONF = """
+[DEFAULT]
+graceful_shutdown_timeout = 5
 [conductor]
 sync_local_state_interval = %d
+graceful_shutdown_timeout = 5
 [affinity]
 adoption_period = %d
 """ % (TAKEOVER, PERIOD)
@@ -301,7 +304,7 @@ class AdoptionTestCase(base.TestCase):
         # Until the switch could begin, the API answers as Ironic's ring.
         before = [s for s in samples if s[0] < due + LEAD - 1]
         self.assertGreater(len(before), 20)
-        self.assert_ironics_ring(before)
+        self.assert_ironics_ring(before, on_affinity)
         # Moves within the pace, there and back.
         figures = {
             'to_affinity': self.moves(samples, due, switched, on_affinity),
@@ -394,7 +397,7 @@ class AdoptionTestCase(base.TestCase):
 
         self.dep.wait(placed, timeout, 'every node placed', interval=1.0)
 
-    def assert_ironics_ring(self, samples):
+    def assert_ironics_ring(self, samples, on_affinity):
         """Each sample gives each node the conductor Ironic's ring gives
         it over the conductors Ironic listed within REFRESH of it, before
         or after: the API reads them again every reset interval, and a
@@ -402,16 +405,37 @@ class AdoptionTestCase(base.TestCase):
         just before it did not."""
         times = [at for at, _placed, _hosts in samples]
         wrong = []
+        first = None
         for at, placed, _hosts in samples:
-            first = bisect.bisect_left(times, at - REFRESH)
-            last = bisect.bisect_right(times, at + REFRESH)
-            rings = {h for _t, _p, h in samples[first:last] if h}
-            for node, conductor in placed.items():
+            low = bisect.bisect_left(times, at - REFRESH)
+            high = bisect.bisect_right(times, at + REFRESH)
+            rings = {h for _t, _p, h in samples[low:high] if h}
+            bad = [
+                (round(at, 1), node, conductor)
+                for node, conductor in placed.items()
                 if not any(
                     conductor == self.stock_answer(node, h) for h in rings
-                ):
-                    wrong.append((round(at, 1), node, conductor))
-        self.assertEqual([], wrong[:10], '%d in all' % len(wrong))
+                )
+            ]
+            if bad and first is None:
+                # What the wrong sample looks like: which ring, if any,
+                # its answers follow.
+                first = {
+                    'at': round(at, 1),
+                    'matching Ironic\'s ring over': {
+                        ', '.join(sorted(h)): sum(
+                            c == self.stock_answer(n, h)
+                            for n, c in placed.items()
+                        )
+                        for h in rings
+                    },
+                    'matching affinity': sum(
+                        c == on_affinity[n] for n, c in placed.items()
+                    ),
+                    'nodes': len(placed),
+                }
+            wrong.extend(bad)
+        self.assertEqual([], wrong[:5], '%d in all; %s' % (len(wrong), first))
 
     def moves(self, samples, since, until, wanted):
         """Arrivals at the wanted conductor per WINDOW seconds from
