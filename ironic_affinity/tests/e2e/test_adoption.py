@@ -27,6 +27,8 @@ syncs, from their logs; and requests for the nodes made throughout.
 
 import collections
 import itertools
+import json
+import os
 import threading
 import time
 
@@ -301,6 +303,21 @@ class AdoptionTestCase(base.TestCase):
         sampler.stop()
 
         samples = sampler.samples
+        keep = os.environ.get('IRONIC_AFFINITY_E2E_KEEP_LOGS')
+        if keep:
+            with open(os.path.join(keep, 'adoption-samples.json'), 'w') as f:
+                json.dump(
+                    {
+                        'samples': samples,
+                        'restarts': self.restarts,
+                        'due': due,
+                        'back': back,
+                        'tags': tag_of,
+                        'names': names,
+                    },
+                    f,
+                    default=sorted,
+                )
         # Until the switch could begin, the API answers as Ironic's ring.
         before = [s for s in samples if s[0] < due + LEAD - 1]
         self.assertGreater(len(before), 20)
