@@ -31,6 +31,7 @@ import json
 import os
 import threading
 import time
+import unittest
 
 import sqlalchemy as sa
 from tooz import hashring
@@ -200,18 +201,16 @@ class Requests:
                         )
 
 
+# Not in CI yet: it passes on Ironic 39, but on Ironic 29 the last
+# conductor's restart, which starts the switch, moves nodes by membership
+# within the first window of the pace and breaks its bound (185 arrivals
+# against 110; issue 29's note).
+@unittest.skipUnless(
+    os.environ.get('IRONIC_AFFINITY_E2E_ADOPTION'),
+    'set IRONIC_AFFINITY_E2E_ADOPTION=1 to run it',
+)
 class AdoptionTestCase(base.TestCase):
     TIMED = True
-
-    def setUp(self):
-        # Not in CI yet: it passes on Ironic 39, but on Ironic 29 the
-        # last conductor's restart, which starts the switch, moves nodes
-        # by membership within the first window of the pace and breaks
-        # its bound (185 arrivals against 110; issue 29's note). Run it
-        # with IRONIC_AFFINITY_E2E_ADOPTION=1.
-        if not os.environ.get('IRONIC_AFFINITY_E2E_ADOPTION'):
-            self.skipTest('set IRONIC_AFFINITY_E2E_ADOPTION=1 to run it')
-        super().setUp()
 
     def stop(self, name):
         """Stop a process as an operator's service manager does: SIGTERM,
