@@ -22,6 +22,7 @@ parent process that then forks its workers, where threads started
 earlier would not exist.
 """
 
+from collections.abc import Callable
 import threading
 
 from oslo_config import cfg
@@ -153,19 +154,14 @@ class ProcessServices:
             self.reporter.start()
 
 
-def _ring_lookup(node: profile.NodeRequest) -> str | None:
-    """The node's conductor as this process's ring answers Ironic."""
-    # Here, not at the top: the ring manager imports Ironic, and this
-    # module.
-    from ironic_affinity.integration.ring import ring_manager
+#: The node's conductor as this process's ring answers Ironic; set by
+#: the ring manager's module as it loads (this one does not import it,
+#: which imports this one).
+RING_LOOKUP: Callable[[profile.NodeRequest], str | None] | None = None
 
-    try:
-        ring = ring_manager.AffinityHashRingManager().get_ring(
-            node.driver or '', node.conductor_group
-        )
-        return str(ring.get_nodes((node.uuid or node.name).encode()).pop())
-    except Exception:  # noqa: BLE001 - no conductor, whatever the reason
-        return None
+
+def _ring_lookup(node: profile.NodeRequest) -> str | None:
+    return None if RING_LOOKUP is None else RING_LOOKUP(node)
 
 
 _LOCK = threading.Lock()

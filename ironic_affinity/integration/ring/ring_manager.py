@@ -34,6 +34,7 @@ from ironic.common import exception as ironic_exception
 from ironic.conf import CONF
 
 from ironic_affinity import adoption
+from ironic_affinity import profile
 from ironic_affinity.integration import process_services
 from ironic_affinity.integration.ring import adoption_ring
 from ironic_affinity.integration.ring import loader
@@ -137,3 +138,18 @@ class AffinityHashRingManager:
             _no_valid_host,
             services.capacity.lookup(placer, self.use_groups),
         )
+
+
+def conductor_of(node: profile.NodeRequest) -> str | None:
+    """The node's conductor as this process's ring answers Ironic; None
+    when none may take it (for the placement metrics)."""
+    try:
+        ring = AffinityHashRingManager().get_ring(
+            node.driver or '', node.conductor_group
+        )
+        return str(ring.get_nodes((node.uuid or node.name).encode()).pop())
+    except Exception:  # noqa: BLE001 - no conductor, whatever the reason
+        return None
+
+
+process_services.RING_LOOKUP = conductor_of
