@@ -20,7 +20,10 @@ runs that hardware type (in that group), retried once after a reset;
 ``reset()`` making the next lookup read the active conductors again; a
 ring without groups spanning every group; no re-reading on SQLite. What
 differs is who a node goes to: the engine's choice over the conductors
-that are both active in Ironic and in the affinity group.
+that are both active in Ironic and in the affinity group; or, while the
+deployment places by Ironic's ring or switches between the two
+(ironic_affinity.adoption), Ironic's own ring's for the nodes on its
+side.
 
 This module is only the binding to Ironic (its exceptions and its
 configuration); the state lives in
