@@ -24,10 +24,12 @@ earlier would not exist.
 
 from collections.abc import Callable
 import threading
+import time
 
 from oslo_config import cfg
 from oslo_log import log
 
+from ironic_affinity import adoption
 from ironic_affinity import exception
 from ironic_affinity import profile
 from ironic_affinity.integration import metrics
@@ -116,6 +118,7 @@ class ProcessServices:
             lambda: float(conf.hash_ring_reset_interval),
             static=self.database.sqlite,
             on_missing=self.missing.observe,
+            on_agreement=_log_agreement,
         )
         self.reporter: placement_metrics.PlacementReporter | None = None
         if sink is not None:
@@ -152,6 +155,36 @@ class ProcessServices:
         self.node_tags.start()
         if self.reporter is not None:
             self.reporter.start()
+
+
+def _log_agreement(agreement: adoption.Agreement) -> None:
+    """Say where this process now places, when that changes."""
+    switches = agreement.adoption
+    newest = switches.switches[-1] if switches.switches else None
+    if newest is None or newest.at <= adoption.ORIGIN_AT:
+        LOG.info(
+            'Placement by %(side)s%(due)s',
+            {
+                'side': switches.settled(),
+                'due': '; a switch to %s is due' % agreement.target
+                if agreement.due
+                else '',
+            },
+        )
+        return
+    LOG.info(
+        'Placement switches to %(to)s from %(at)s over %(period)s s'
+        '%(due)s (switches known: %(count)d)',
+        {
+            'to': newest.to,
+            'at': time.strftime('%H:%M:%S', time.gmtime(newest.at)),
+            'period': newest.period,
+            'count': len(switches.switches),
+            'due': '; a switch to %s is due' % agreement.target
+            if agreement.due
+            else '',
+        },
+    )
 
 
 #: The node's conductor as this process's ring answers Ironic; set by

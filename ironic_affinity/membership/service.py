@@ -239,6 +239,7 @@ class ConductorMembership:
         )
         agreement = self._agreement()
         if agreement is not None:
+            before = self._history
             self._history = adoption.recorded(
                 agreement,
                 self.name,
@@ -250,6 +251,20 @@ class ConductorMembership:
                 period,
                 repace=configured is not None,
             )
+            for switch in set(self._history) - set(before):
+                if agreement.recorder == self.name and switch not in set(
+                    agreement.record
+                ):
+                    LOG.info(
+                        'Conductor %(name)s records a switch of placement '
+                        'to %(to)s, from %(at).3f over %(period)s s',
+                        {
+                            'name': self.name,
+                            'to': switch.to,
+                            'at': switch.at,
+                            'period': switch.period,
+                        },
+                    )
         if self.vote == adoption.AFFINITY and not self._history:
             return None
         return adoption.Published(

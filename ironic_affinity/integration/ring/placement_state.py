@@ -152,6 +152,17 @@ def agreement_of(
     return active_members.agreement(members.members, active, previous)
 
 
+def _told(agreement: adoption.Agreement) -> tuple[object, ...]:
+    """What an operator is told of an agreement: its switches and the
+    side due."""
+    return (
+        agreement.adoption.switches,
+        agreement.adoption.before,
+        agreement.target,
+        agreement.due,
+    )
+
+
 class MemberSource(Protocol):
     """What :class:`PlacementStates` needs of a member view."""
 
@@ -170,6 +181,7 @@ class PlacementStates:
         reset_interval: Callable[[], float],
         static: bool = False,
         on_missing: MissingObserver | None = None,
+        on_agreement: Callable[[adoption.Agreement], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """:param read_active: Ironic's active conductors, read now.
@@ -184,6 +196,8 @@ class PlacementStates:
         self._reset_interval = reset_interval
         self._static = static
         self._on_missing = on_missing
+        # Told when the switches or the side due change (for the log).
+        self._on_agreement = on_agreement
         self._clock = clock
         self._lock = threading.Lock()
         self._state: PlacementState | None = None
@@ -269,9 +283,14 @@ class PlacementStates:
             # Nothing that placement reads has changed: keep the
             # placements and their memo.
             return dataclasses.replace(old, members=members, read_at=read_at)
-        return build(
+        built = build(
             members,
             active,
             read_at,
             None if old is None else old.agreement,
         )
+        if self._on_agreement is not None and (
+            old is None or _told(old.agreement) != _told(built.agreement)
+        ):
+            self._on_agreement(built.agreement)
+        return built

@@ -10,8 +10,11 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import dataclasses
 import threading
 
+from ironic_affinity import adoption
+from ironic_affinity import profile
 from ironic_affinity.integration.ring import placement_state
 from ironic_affinity.tests import base
 from ironic_affinity.tests.unit.integration import fakes
@@ -26,6 +29,7 @@ class PlacementStatesTestCase(base.TestCase):
         self.active = fakes.ActiveConductors({':x': {'c1', 'c2'}})
         self.interval = 3600.0
         self.missing = []
+        self.told = []
 
     def states(self, static=False):
         return placement_state.PlacementStates(
@@ -36,7 +40,30 @@ class PlacementStatesTestCase(base.TestCase):
             on_missing=lambda names, stale: self.missing.append(
                 (names, stale)
             ),
+            on_agreement=self.told.append,
             clock=self.clock,
+        )
+
+    def test_a_change_of_switches_is_told_once(self):
+        states = self.states()
+        states.current()
+        self.assertEqual(['affinity'], [a.target for a in self.told])
+        # New members with the same votes: nothing to tell.
+        self.members.set(['c1', 'c2', 'c3'])
+        self.active.active = {':x': {'c1', 'c2', 'c3'}}
+        states.reset()
+        states.current()
+        self.assertEqual(1, len(self.told))
+        # A vote for Ironic's ring: the side due changes.
+        voter = dataclasses.replace(
+            profile.ConductorProfile('c1'),
+            switching=adoption.Published(adoption.Vote('stock', 2e9, 60.0)),
+        )
+        self.members.set({'c1': voter, 'c2': profile.ConductorProfile('c2')})
+        states.current()
+        self.assertEqual(2, len(self.told))
+        self.assertEqual(
+            ('stock', True), (self.told[1].target, self.told[1].due)
         )
 
     def test_reset_rereads_whatever_the_uptime(self):
