@@ -254,6 +254,7 @@ class Deployment(fixtures.Fixture):
         extra_conf: str = '',
         keystone: keystone_server.KeystoneServer | None = None,
         cuttable: bool = False,
+        plain_when_stock: bool = True,
     ) -> None:
         """:param api: how the API runs: 'launcher' (ironic-affinity-api);
         'middleware' (Ironic's own ironic-api with [api]middleware =
@@ -270,10 +271,18 @@ class Deployment(fixtures.Fixture):
             and Ironic's policy enforced), and this harness's requests
             send its admin's system-scoped token.
         :param cuttable: each process reaches Redis and PostgreSQL
-            through proxies of its own, which :meth:`cut` cuts."""
+            through proxies of its own, which :meth:`cut` cuts.
+        :param plain_when_stock: with ``manager='stock'``, run Ironic's
+            own commands, the baseline that cases and tools compare the
+            plugin with: a service started through the plugin with
+            ``stock`` votes for Ironic's ring but still runs the plugin's
+            membership and tag cache."""
         super().__init__()
         if api not in API_MODES:
             raise ValueError('api must be one of %s' % sorted(API_MODES))
+        self.plain = plain_when_stock and manager == 'stock'
+        if self.plain and api == 'launcher':
+            api = 'plain'
         self.api = api
         self.first_rpc_port = (
             first_rpc_port + PORT_OFFSET + SLOT_PORTS * port_slot()
@@ -449,6 +458,8 @@ class Deployment(fixtures.Fixture):
     ) -> None:
         path = self.write_tags(index, **tag_lists)
         name = 'conductor%d' % index
+        if self.plain and program == 'ironic-affinity-conductor':
+            program = 'ironic-conductor'  # the baseline: see __init__
         self._start(
             name,
             [_bin(program), '--config-file', self.conf]

@@ -257,7 +257,12 @@ class AdoptionTestCase(base.TestCase):
 
     def test_switch_one_service_at_a_time_and_back(self):
         dep = self.useFixture(
-            deployment.Deployment('stock', api='plain', extra_conf=EXTRA_CONF)
+            deployment.Deployment(
+                'stock',
+                api='plain',
+                extra_conf=EXTRA_CONF,
+                plain_when_stock=False,
+            )
         )
         self.dep = dep
         self.restarts = []
