@@ -99,6 +99,11 @@ class Checks(upgradecheck.UpgradeCommands):
                 upgradecheck.Code.FAILURE,
                 backend.describe(exc, backend.backend_url(self.conf)),
             )
+        placed = report.switching(deployment.agreement, time.time())
+        if placed['state'] == 'stock' and not placed['due']:
+            # Every node on Ironic's ring: an API without the plugin
+            # routes as every process does.
+            return upgradecheck.Result(upgradecheck.Code.SUCCESS)
         if deployment.conductors and not apis:
             return upgradecheck.Result(
                 upgradecheck.Code.FAILURE,
