@@ -251,20 +251,19 @@ class ConductorMembership:
                 period,
                 repace=configured is not None,
             )
-            for switch in set(self._history) - set(before):
-                if agreement.recorder == self.name and switch not in set(
-                    agreement.record
-                ):
-                    LOG.info(
-                        'Conductor %(name)s records a switch of placement '
-                        'to %(to)s, from %(at).3f over %(period)s s',
-                        {
-                            'name': self.name,
-                            'to': switch.to,
-                            'at': switch.at,
-                            'period': switch.period,
-                        },
-                    )
+            # What this conductor added itself, as the recorder.
+            added = set(self._history) - set(before) - set(agreement.record)
+            for switch in sorted(added, key=lambda s: s.at):
+                LOG.info(
+                    'Conductor %(name)s records a switch of placement '
+                    'to %(to)s, from %(at).3f over %(period)s s',
+                    {
+                        'name': self.name,
+                        'to': switch.to,
+                        'at': switch.at,
+                        'period': switch.period,
+                    },
+                )
         if self.vote == adoption.AFFINITY and not self._history:
             return None
         return adoption.Published(

@@ -61,7 +61,7 @@ class SwitchingRing:
         ignore_nodes: Iterable[str] | None = None,
         replicas: int = 1,
     ) -> set[str]:
-        uuid = data.decode('utf-8') if isinstance(data, bytes) else data
+        uuid = rings.uuid_of(data)
         now = self._clock()
         side = self.switches.side(uuid.encode('utf-8'), now)
         if self.stock is not None and (

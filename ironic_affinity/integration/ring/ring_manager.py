@@ -79,8 +79,8 @@ class AffinityHashRingManager:
         states = services.states
         state = states.current() if self.cache else states.fresh()
         switches = state.agreement.adoption
-        now = time.time()
-        if not switches.active(now) and switches.settled() == adoption.STOCK:
+        switching = switches.active(time.time())
+        if not switching and switches.settled() == adoption.STOCK:
             # Every node is on Ironic's ring: Ironic's own answers, from
             # Ironic's own manager, whatever the members.
             return self._stock_ring(driver_name, conductor_group)
@@ -91,7 +91,7 @@ class AffinityHashRingManager:
             (driver_name, group, self.use_groups),
             lambda: self._build_ring(services, state, driver_name, group),
         )
-        if not switches.active(now):
+        if not switching:
             if found is None:
                 raise ironic_exception.DriverNotFound(driver_name=driver_name)
             return found

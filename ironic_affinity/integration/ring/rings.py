@@ -38,6 +38,11 @@ from ironic_affinity.integration.ring import capacity_state
 NodeLookup = Callable[[str], frozenset[str] | None]
 
 
+def uuid_of(data: bytes | str) -> str:
+    """The node's uuid from what Ironic passes to ``get_nodes``."""
+    return data.decode('utf-8') if isinstance(data, bytes) else data
+
+
 class NoValidConductor(set[str]):
     """No conductor may take the node: empty, and pop() says why."""
 
@@ -105,7 +110,7 @@ class AffinityRing:
         node's fallback order (:meth:`placement.Placement.fallback_order`)
         that are not ignored.
         """
-        uuid = data.decode('utf-8') if isinstance(data, bytes) else data
+        uuid = uuid_of(data)
         ignored = set(ignore_nodes or ())
         try:
             node_tags = self._node_tags(uuid)
