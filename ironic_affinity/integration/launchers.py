@@ -29,6 +29,7 @@ first by itself.
 
 import importlib
 import sys
+import time
 from types import ModuleType
 from typing import Any
 
@@ -95,11 +96,13 @@ def _install_membership() -> None:
                     {'name': manager.host, 'timeout': timeout},
                 )
 
-    def leave(manager: Any, staying_registered: bool = False) -> None:
+    def leave(manager: Any, staying_registered: bool = False) -> bool:
         membership = getattr(manager, '_affinity_membership', None)
-        if membership is not None:
-            manager._affinity_membership = None
-            membership.stop(staying_registered)
+        if membership is None:
+            return False
+        manager._affinity_membership = None
+        membership.stop(staying_registered)
+        return True
 
     def join_before_registering(manager: Any) -> None:
         # On this instance only: importing the manager's module here
@@ -134,7 +137,9 @@ def _install_membership() -> None:
         # after the member timeout; unless Ironic keeps the conductor
         # registered (SIGUSR1, for a restart), when the entry stays until
         # the member timeout, and the nodes with it.
-        leave(self.manager, not _deregisters(self))
+        staying = not _deregisters(self)
+        if leave(self.manager, staying) and not staying:
+            _drain(self.manager.host)
         original_stop(self)
 
     rpc_service.RPCService.start = start
@@ -182,6 +187,28 @@ def _sized_period(own_name: str) -> float:
         CONF.conductor.periodic_max_workers,
         CONF.conductor.sync_local_state_interval,
     )
+
+
+def drain_seconds(conf: Any) -> float:
+    """How long a conductor that left the group keeps serving before
+    Ironic stops it: every process reads the group once a watch interval,
+    so within two of them none routes a request to it any more. Stopped
+    at once, it would answer a request routed to it meanwhile with
+    Ironic's "Can not schedule new futures after being shutdown"."""
+    return 2.0 * conf.affinity.watch_interval
+
+
+def _drain(name: str) -> None:
+    from ironic.conf import CONF
+    from oslo_log import log
+
+    seconds = drain_seconds(CONF)
+    log.getLogger(__name__).info(
+        'Conductor %(name)s left the affinity group; it serves %(seconds).1f '
+        's more, until every process routes its nodes elsewhere',
+        {'name': name, 'seconds': seconds},
+    )
+    time.sleep(seconds)
 
 
 def _deregisters(rpc_service: Any) -> bool:
