@@ -195,7 +195,7 @@ def drain_seconds(conf: Any) -> float:
     so within two of them none routes a request to it any more. Stopped
     at once, it would answer a request routed to it meanwhile with
     Ironic's "Can not schedule new futures after being shutdown"."""
-    return 2.0 * conf.affinity.watch_interval
+    return 2.0 * float(conf.affinity.watch_interval)
 
 
 def _drain(name: str) -> None:

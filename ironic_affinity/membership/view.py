@@ -399,6 +399,8 @@ class MemberView:
             dict(previous.members) != members
             or dict(previous.rejected) != rejected
         )
+        if changed:
+            self._log_change(previous.members, members)
         snapshot = Snapshot(
             version=previous.version + 1 if changed else previous.version,
             members=types.MappingProxyType(members),
@@ -409,6 +411,37 @@ class MemberView:
         self._snapshot = snapshot
         self._changed.notify_all()
         return snapshot
+
+    def _log_change(
+        self,
+        before: Mapping[str, profile.ConductorProfile],
+        after: Mapping[str, profile.ConductorProfile],
+    ) -> None:
+        """Say who joined or left this process's view, and at DEBUG whose
+        profile changed: what a process placed by is then in its log."""
+        joined = sorted(after.keys() - before.keys())
+        left = sorted(before.keys() - after.keys())
+        if joined or left:
+            LOG.info(
+                'Group %(group)s as read by this process: %(count)d '
+                'member(s); joined: %(joined)s; left: %(left)s',
+                {
+                    'group': self.group.decode(),
+                    'count': len(after),
+                    'joined': ', '.join(joined) or '-',
+                    'left': ', '.join(left) or '-',
+                },
+            )
+        changed = sorted(
+            name
+            for name in after.keys() & before.keys()
+            if after[name] != before[name]
+        )
+        if changed:
+            LOG.debug(
+                'New profile published by %(names)s',
+                {'names': ', '.join(changed)},
+            )
 
     def _add_held(
         self,

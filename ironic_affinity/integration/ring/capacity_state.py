@@ -146,13 +146,15 @@ class CapacityStates:
                 return found
         with self._lock:
             found = self._latest.get(use_groups)
-            if (
-                found is None
-                or found.placer is not placer
-                or found.version != self._tags.version
-            ):
-                found = self._compute(placer, use_groups)
+            why = None
+            if found is None or found.placer is not placer:
+                why = 'a new membership'
+            elif found.version != self._tags.version:
+                why = 'changed nodes'
+            if why is not None:
+                found = self._compute(placer, use_groups, why)
                 self._latest[use_groups] = found
+            assert found is not None
             return found
 
     def lookup(
@@ -182,7 +184,7 @@ class CapacityStates:
         return max(self._interval(), COST_SHARE * found.seconds)
 
     def _compute(
-        self, placer: placement.Placement, use_groups: bool
+        self, placer: placement.Placement, use_groups: bool, why: str
     ) -> Computed:
         version = self._tags.version  # before the read: never newer
         nodes = self._tags.nodes()
@@ -193,10 +195,11 @@ class CapacityStates:
         seconds = self._clock() - started
         assignment = settled.assignment
         self._log.debug(
-            'Placement under capacity of %(count)d nodes computed in '
-            '%(seconds).2f s: %(spilled)d spilled from a full first '
-            'choice%(moves)s',
+            'Placement under capacity of %(count)d nodes computed for '
+            '%(why)s in %(seconds).2f s: %(spilled)d spilled from a full '
+            'first choice%(moves)s',
             {
+                'why': why,
                 'count': len(nodes),
                 'seconds': seconds,
                 'spilled': len(assignment.spilled),

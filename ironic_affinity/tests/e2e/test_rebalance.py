@@ -75,6 +75,14 @@ _MEMBERSHIP_WORDS = (
 )
 
 
+_API_WORDS = (
+    'as read by this process',
+    'Placement under capacity',
+    'New profile published',
+    'Cannot read group',
+)
+
+
 class RebalanceTestCase(base.TestCase):
     TIMED = True
 
@@ -93,6 +101,11 @@ class RebalanceTestCase(base.TestCase):
             for line in self.dep.log('conductor%d' % index).splitlines():
                 if any(word in line for word in _MEMBERSHIP_WORDS):
                     found.append(line[:200])
+        # And what the API placed by: its view's changes, its
+        # computations under capacity.
+        for line in self.dep.log('api').splitlines():
+            if any(word in line for word in _API_WORDS):
+                found.append(line[:300])
         return found or 'none'
 
     def on(self, nodes, conductor):

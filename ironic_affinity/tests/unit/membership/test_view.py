@@ -111,6 +111,26 @@ class ReadTestCase(ViewTestCase):
         )
         self.assertEqual(retagged.version, self.view.refresh().version)
 
+    def test_joins_and_leaves_are_logged_once_each(self):
+        self.join('a', 'b')
+        self.view.refresh()
+        self.view.refresh()
+        self.leave('b')
+        self.join('c')
+        self.view.refresh()
+        # A new profile is no join: at DEBUG only.
+        self.backend.groups[GROUP][b'a'].capabilities = caps('a', 'rack9')
+        self.view.refresh()
+        self.assertEqual(
+            [
+                'INFO Group %s as read by this process: 2 member(s); '
+                'joined: a, b; left: -' % GROUP.decode(),
+                'INFO Group %s as read by this process: 2 member(s); '
+                'joined: c; left: b' % GROUP.decode(),
+            ],
+            self.lines('INFO'),
+        )
+
     def test_unusable_capabilities_rejected_with_one_warning(self):
         self.join('good')
         self.backend.add(GROUP, b'rogue', {'format': 1, 'extra': 1})
@@ -160,14 +180,15 @@ class OutageTestCase(ViewTestCase):
         self.assertIn('last view of 2 conductor(s)', warning)
         self.assertIn(':***@h', warning)
         self.assertNotIn('s3cret', self.log.output)
-        self.assertEqual([], self.lines('INFO'))
+        # Nothing but the first read's members: an outage changes none.
+        self.assertEqual(1, len(self.lines('INFO')))
         self.backend.come_back()
         self.clock.advance(1)
         for _ in range(2):
             snapshot = self.view.refresh()
         self.assertFalse(snapshot.stale)
         self.assertEqual(before.version, snapshot.version)
-        (recovered,) = self.lines('INFO')
+        _first, recovered = self.lines('INFO')
         self.assertIn('readable again after 3.0 s', recovered)
         self.assertEqual(1, len(self.lines('WARNING')))
 
