@@ -408,6 +408,7 @@ def switching(
     agreement: adoption.Agreement,
     now: float,
     nodes: Sequence[profile.NodeRequest] = (),
+    takeovers_pending: int | None = None,
 ) -> dict[str, Any]:
     """Where the deployment stands between Ironic's ring ("stock") and
     affinity placement, as one JSON-ready dict.
@@ -416,6 +417,9 @@ def switching(
     ``switching`` (to ``to``, from ``since`` until ``ends_at``); ``due``
     says a switch to ``to`` is about to be recorded by ``recorder``.
     With ``nodes``, ``nodes_to_move`` counts those still to change side.
+    With ``takeovers_pending`` (see :mod:`ironic_affinity.takeovers`),
+    the key of that name counts the nodes placed on a conductor that has
+    not taken them over yet, on either side.
     """
     found = agreement.adoption
     active = found.active(now)
@@ -444,14 +448,18 @@ def switching(
                 and found.pending((node.uuid or node.name).encode(), now)
             ]
         )
+    if takeovers_pending is not None:
+        report['takeovers_pending'] = takeovers_pending
     return report
 
 
 def render_switching(report: dict[str, Any]) -> str:
     """One line, or two, on the switch: empty while every node is placed
-    by affinity and nothing is due, so that the output of a deployment
-    that never switched is what it was."""
-    if report['state'] == 'affinity' and not report['due']:
+    by affinity, nothing is due and no takeover is pending, so that the
+    output of a deployment that never switched, once settled, is what it
+    was."""
+    takeovers = report.get('takeovers_pending') or 0
+    if report['state'] == 'affinity' and not report['due'] and not takeovers:
         return ''
     if report['state'] == 'switching':
         line = 'Placement: switching to %s since %s, until %s' % (
@@ -468,6 +476,8 @@ def render_switching(report: dict[str, Any]) -> str:
             _side_name(report['to']),
             report['recorder'],
         )
+    if takeovers:
+        line += '; %d takeover(s) pending' % takeovers
     lines = [line]
     if report['stock_voters']:
         lines.append(

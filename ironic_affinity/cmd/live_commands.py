@@ -90,7 +90,10 @@ def plan(conf: cfg.ConfigOpts, args: Any) -> int:
         deployment.conductors, deployment.nodes, set(args.down), now
     )
     result['placement'] = report.switching(
-        deployment.agreement, now, deployment.nodes
+        deployment.agreement,
+        now,
+        deployment.nodes,
+        live.takeovers_pending(deployment, now),
     )
     output.emit(
         result,
@@ -106,6 +109,9 @@ def _placed_by_affinity_note(placed: dict[str, Any]) -> str:
     said = report.render_switching(placed)
     if not said:
         return ''
+    if placed['state'] == 'affinity' and not placed['due']:
+        # Only takeovers to tell of: every node is placed by affinity.
+        return said + '\n'
     return (
         said + '\nBelow: placement by affinity tags; a node on Ironic\'s '
         "ring is where Ironic's ring puts it.\n"
@@ -129,7 +135,11 @@ def explain(conf: cfg.ConfigOpts, args: Any, wanted: str) -> int:
     )
     switches = deployment.agreement.adoption
     key = (found[0].uuid or found[0].name).encode('utf-8')
-    result['placement'] = report.switching(deployment.agreement, now)
+    result['placement'] = report.switching(
+        deployment.agreement,
+        now,
+        takeovers_pending=live.takeovers_pending(deployment, now),
+    )
     result['side'] = switches.side(key, now)
     output.emit(
         result,
@@ -144,8 +154,12 @@ def check(conf: cfg.ConfigOpts, args: Any) -> int:
     deployment = _deployment(conf, args)
     result = report.check(deployment.conductors, deployment.nodes)
     result['not_members'] = sorted(deployment.not_members)
+    now = time.time()
     result['placement'] = report.switching(
-        deployment.agreement, time.time(), deployment.nodes
+        deployment.agreement,
+        now,
+        deployment.nodes,
+        live.takeovers_pending(deployment, now),
     )
     output.emit(result, report.render_check(result), args.format)
     problems = result['orphans'] or result['over_capacity']

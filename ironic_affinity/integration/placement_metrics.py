@@ -29,8 +29,9 @@ Every process that places nodes reports, under the prefix
 API processes (with the collector backend, conductors: see
 process_services) also place every node once per report, from the nodes
 their tag cache holds (driver, group and tags, published by the one
-reader of Ironic's nodes table; only the conductors are read from the
-database), and report:
+reader of Ironic's nodes table; only the conductors, and for the
+takeovers the ACTIVE nodes' uuids, are read from the database), and
+report:
 
 ``placement.nodes.<conductor>`` (gauge)
     Nodes placed on each live conductor; the name with every character
@@ -42,6 +43,11 @@ database), and report:
 ``placement.moved`` (counter)
     Nodes whose conductor changed since the previous report: what a
     membership or tag change moved.
+``placement.takeovers_pending`` (gauge)
+    ACTIVE nodes placed on a conductor other than the one that last took
+    them over (:mod:`ironic_affinity.takeovers`): those Ironic's periodic
+    takeover has yet to reach. Not sent when the read of the nodes'
+    takeovers fails; the other gauges are.
 
 and, when any conductor sets ``[affinity]max_nodes``:
 
@@ -72,6 +78,7 @@ No Ironic import: the sink is Ironic's metric logger, bound by
 """
 
 from collections.abc import Callable
+from collections.abc import Mapping
 import re
 import threading
 import time
@@ -84,6 +91,8 @@ from ironic_affinity import adoption
 from ironic_affinity import outage
 from ironic_affinity import placement
 from ironic_affinity import profile
+from ironic_affinity import takeovers
+from ironic_affinity.integration.data import ironic_db
 from ironic_affinity.integration.data import live
 from ironic_affinity.integration.ring import placement_state
 from ironic_affinity.membership import lease
@@ -123,6 +132,7 @@ class PlacementReporter:
         wall_clock: Callable[[], float] = time.time,
         own_lease: Callable[[], lease.Lease | None] = lambda: None,
         ring_lookup: Callable[[profile.NodeRequest], str | None] | None = None,
+        read_taken_by: Callable[[], Mapping[str, str | None]] | None = None,
     ) -> None:
         """:param current: the process's placement state now.
         :param read_deployment: every node and live conductor, as the
@@ -135,6 +145,9 @@ class PlacementReporter:
             answers it (None for none): asked for every node while the
             deployment is not wholly on affinity placement, where
             Ironic's own ring places some nodes.
+        :param read_taken_by: the nodes Ironic's takeover considers, with
+            who last took each over (see ironic_db.taken_by); without it,
+            no ``placement.takeovers_pending``.
         """
         self.sink = sink
         self._current = current
@@ -151,7 +164,10 @@ class PlacementReporter:
         self._rolling = False
         self._switching = False
         self._ring_lookup = ring_lookup
+        self._read_taken_by = read_taken_by
         self._outage = outage.Outage(LOG)
+        # Apart from the report's: the other gauges go on without it.
+        self._takeover_reads = outage.Outage(LOG)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -283,3 +299,29 @@ class PlacementReporter:
             )
         self._placed = placed
         self._loads = loads
+        if self._read_taken_by is not None:
+            self._report_takeovers(placed, self._read_taken_by)
+
+    def _report_takeovers(
+        self,
+        placed: dict[str, str | None],
+        read: Callable[[], Mapping[str, str | None]],
+    ) -> None:
+        """Send ``placement.takeovers_pending``, unless the read fails."""
+        try:
+            taken_by = read()
+        except Exception as exc:  # noqa: BLE001 - the rest was sent
+            self._takeover_reads.failed(
+                'Cannot read which conductor took each node over, for '
+                'placement.takeovers_pending: %(error)s',
+                {'error': ironic_db.error_text(exc)},
+            )
+            return
+        self._takeover_reads.recovered(
+            'Read which conductor took each node over again after '
+            '%(seconds).0f s',
+            {},
+        )
+        self.sink.send_gauge(
+            'placement.takeovers_pending', takeovers.pending(placed, taken_by)
+        )

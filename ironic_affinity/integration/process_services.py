@@ -136,6 +136,9 @@ class ProcessServices:
                 ),
                 own_lease=lease.own,
                 ring_lookup=_ring_lookup,
+                # A row per ACTIVE node each report: the one read of
+                # the nodes table outside the tag cache's reader.
+                read_taken_by=self.database.taken_by,
             )
             self.node_tags.observer = self.reporter.observe_tags
 

@@ -157,6 +157,13 @@ def deployment_affinity(
         'over_capacity': checked['over_capacity'],
         'bad_tags': dict(sorted(deployment.bad_tags.items())),
         'placement': report.switching(
-            deployment.agreement, now, deployment.nodes
+            deployment.agreement,
+            now,
+            deployment.nodes,
+            # While Ironic's ring places nodes, this process's ring says
+            # where each is, as for the placement metrics.
+            live.takeovers_pending(
+                deployment, now, process_services.RING_LOOKUP
+            ),
         ),
     }

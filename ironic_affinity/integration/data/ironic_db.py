@@ -22,6 +22,9 @@ hardware type a conductor registered, of conductors marked online and,
 unless Ironic runs on SQLite or ``[conductor]heartbeat_timeout`` is 0 or
 less, whose last heartbeat is no older than that timeout. On SQLite
 Ironic stops heartbeats altogether, so it cannot use them there.
+
+The nodes that Ironic's periodic takeover considers are selected here
+as Ironic selects them (see :func:`taken_by`).
 """
 
 from collections.abc import Iterator
@@ -44,6 +47,12 @@ NODES = sa.Table(
     sa.Column('extra', sa.Text),
     sa.Column('created_at', sa.DateTime),
     sa.Column('updated_at', sa.DateTime),
+    sa.Column('provision_state', sa.String(15)),
+    sa.Column('maintenance', sa.Boolean),
+    sa.Column('reservation', sa.String(255)),
+    sa.Column('parent_node', sa.String(36)),
+    # conductors.id of the conductor that last took the node over.
+    sa.Column('conductor_affinity', sa.Integer),
 )
 
 CONDUCTORS = sa.Table(
@@ -67,6 +76,9 @@ HARDWARE_INTERFACES = sa.Table(
 
 #: Rows per fetch from the server-side cursor of a node read.
 BATCH = 1000
+
+#: The provision state of a deployed node, as Ironic writes it.
+ACTIVE = 'active'
 
 
 def is_sqlite(url: str) -> bool:
@@ -187,6 +199,48 @@ def nodes_by_uuid(
     return list(connection.execute(query))
 
 
+def taken_by(
+    connection: sa.Connection, batch: int | None = None
+) -> dict[str, str | None]:
+    """The nodes Ironic's periodic takeover considers, by uuid, with the
+    hostname of the conductor that last took each over.
+
+    Ironic's conductors (29 through 39) take over, in
+    ``_sync_local_state``, the nodes their ring maps to them among those
+    that are ACTIVE, not in maintenance, not reserved and not a child
+    node (its node list leaves child nodes out unless asked), when the
+    node's ``conductor_affinity`` is not their own id. The same nodes are
+    read here, but for the reservation: a lock lasts as long as one task
+    on the node, and a locked node still awaits its takeover, which
+    Ironic tries again at its next run.
+
+    :param batch: rows per fetch (:data:`BATCH` by default), from a
+        server-side cursor where the driver has one.
+    :returns: uuid -> hostname, None for a node that no conductor took
+        over, or whose conductor Ironic has since deleted (Ironic 39, not
+        29, deletes long-offline conductors, clearing the nodes' reference
+        first; a foreign key keeps any other).
+    """
+    nodes = NODES.c
+    query = (
+        sa.select(nodes.uuid, CONDUCTORS.c.hostname)
+        .select_from(
+            NODES.outerjoin(
+                CONDUCTORS, nodes.conductor_affinity == CONDUCTORS.c.id
+            )
+        )
+        .where(
+            nodes.provision_state == ACTIVE,
+            nodes.maintenance.is_(False),
+            nodes.parent_node.is_(None),
+        )
+    )
+    result = connection.execution_options(yield_per=batch or BATCH).execute(
+        query
+    )
+    return {uuid: hostname for uuid, hostname in result}
+
+
 def error_text(exc: Exception) -> str:
     """A database error on one line, without the SQL SQLAlchemy appends."""
     driver_error = getattr(exc, 'orig', None)  # a DBAPIError's cause
@@ -235,6 +289,12 @@ class IronicDatabase:
             return active_conductors(
                 connection, heartbeat_timeout, self.sqlite, use_groups
             )
+
+    def taken_by(self) -> dict[str, str | None]:
+        """The nodes Ironic's takeover considers now: see
+        :func:`taken_by`."""
+        with self.engine.connect() as connection:
+            return taken_by(connection)
 
     def probe(self) -> bool:
         """Whether the database answers a statement that reads no table.

@@ -12,15 +12,18 @@
 
 """Reading a live deployment for the operator commands.
 
-Nodes and Ironic's active conductors come straight from Ironic's
-database (read-only, through :mod:`ironic_db`, which counts conductors
-active exactly as Ironic does; no Ironic import needed), members from
+Nodes, Ironic's active conductors and who last took each node over
+come straight from Ironic's database (read-only, through
+:mod:`ironic_db`, which counts conductors active exactly as Ironic does;
+no Ironic import needed), members from
 the coordination backend; the result is fed to the same engine and
 reports as the offline commands, through the same candidate rule as the
 ring manager.
 """
 
+from collections.abc import Callable
 from collections.abc import Iterable
+from collections.abc import Mapping
 import dataclasses
 
 from oslo_config import cfg
@@ -29,7 +32,9 @@ import sqlalchemy as sa
 from ironic_affinity import active_members
 from ironic_affinity import adoption
 from ironic_affinity import exception
+from ironic_affinity import placement
 from ironic_affinity import profile
+from ironic_affinity import takeovers
 from ironic_affinity._i18n import _
 from ironic_affinity.integration.data import ironic_db
 from ironic_affinity.integration.data import node_facts
@@ -47,6 +52,11 @@ class Deployment:
     bad_tags: dict[str, str]
     # Between Ironic's ring and affinity placement (ironic_affinity.adoption).
     agreement: adoption.Agreement
+    # The nodes Ironic's takeover considers, by uuid, with the conductor
+    # that last took each over (ironic_db.taken_by); read by read() only.
+    taken_by: Mapping[str, str | None] = dataclasses.field(
+        default_factory=dict
+    )
 
 
 def load(conf: cfg.ConfigOpts, timeout: float) -> Deployment:
@@ -94,6 +104,7 @@ def _deployment(
     active: dict[str, frozenset[str]],
     nodes: list[profile.NodeRequest],
     bad: dict[str, str],
+    taken_by: Mapping[str, str | None] | None = None,
 ) -> Deployment:
     """The members that Ironic lists as active, and the nodes."""
     return Deployment(
@@ -102,6 +113,7 @@ def _deployment(
         active_members.missing_from_group(snapshot.members, active),
         bad,
         active_members.agreement(snapshot.members, active),
+        {} if taken_by is None else taken_by,
     )
 
 
@@ -141,6 +153,7 @@ def read(
                 )
                 for row in batch
             ]
+            taken_by = ironic_db.taken_by(connection)
     finally:
         if own:
             database.dispose()
@@ -161,4 +174,37 @@ def read(
                 conductor_group=(group or '').lower(),
             )
         )
-    return _deployment(snapshot, active, nodes, bad)
+    return _deployment(snapshot, active, nodes, bad, taken_by)
+
+
+def takeovers_pending(
+    deployment: Deployment,
+    now: float,
+    ring_lookup: Callable[[profile.NodeRequest], str | None] | None = None,
+) -> int | None:
+    """Nodes that await Ironic's takeover (:mod:`ironic_affinity.takeovers`),
+    or None where it is not known where every node is.
+
+    While every node is placed by affinity, a node is where placement by
+    affinity puts it at ``now``. Otherwise Ironic's own ring places some,
+    and only ``ring_lookup`` (a process's ring, inside Ironic) says where.
+
+    :param ring_lookup: the node's conductor as the process's ring
+        answers it, None for none.
+    """
+    switches = deployment.agreement.adoption
+    nodes = deployment.nodes
+    if not switches.active(now) and switches.settled() == adoption.AFFINITY:
+        answers = placement.Placement(deployment.conductors).answer_all(
+            nodes, now, moves=False
+        )
+        conductors = [answer.conductor for answer in answers]
+    elif ring_lookup is not None:
+        conductors = [ring_lookup(node) for node in nodes]
+    else:
+        return None
+    placed = {
+        node.uuid or node.name: conductor
+        for node, conductor in zip(nodes, conductors, strict=True)
+    }
+    return takeovers.pending(placed, deployment.taken_by)

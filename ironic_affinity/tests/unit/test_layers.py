@@ -45,6 +45,7 @@ LAYERS = (
             'rollout_capacity',
             'placement',
             'active_members',
+            'takeovers',
             'report',
             'scenario',
         ),

@@ -101,3 +101,36 @@ class SwitchingReportTestCase(base.TestCase):
             ('affinity', 0), (done['state'], done['nodes_to_move'])
         )
         self.assertEqual('', report.render_switching(done))
+
+    def test_takeovers_pending_on_either_side(self):
+        settled = adoption.agree({'c1': None}, ())
+        found = report.switching(settled, T0)
+        self.assertNotIn('takeovers_pending', found)
+        # Every node settled on affinity, none awaiting: as before.
+        done = report.switching(settled, T0, takeovers_pending=0)
+        self.assertEqual(0, done['takeovers_pending'])
+        self.assertEqual('', report.render_switching(done))
+        waiting = report.switching(settled, T0, takeovers_pending=3)
+        self.assertEqual(
+            'Placement: affinity; 3 takeover(s) pending',
+            report.render_switching(waiting),
+        )
+        history = [ORIGIN, adoption.Switch('affinity', T0, 600.0)]
+        switching = adoption.agree(
+            {'c1': voting('c1', 'affinity', history).switching}, ()
+        )
+        found = report.switching(switching, T0 + 300, nodes(10), 7)
+        self.assertEqual(7, found['takeovers_pending'])
+        self.assertIn(
+            'node(s) still to move; 7 takeover(s) pending',
+            report.render_switching(found),
+        )
+        stock = adoption.agree(
+            {'c1': voting('c1', 'stock', [ORIGIN]).switching}, ()
+        )
+        self.assertEqual(
+            "Placement: Ironic's ring (stock); 2 takeover(s) pending",
+            report.render_switching(
+                report.switching(stock, T0, takeovers_pending=2)
+            ).splitlines()[0],
+        )

@@ -13,6 +13,7 @@
 """The placement metrics reporter over a fake sink and deployment."""
 
 import dataclasses
+import logging
 import types
 
 from ironic_affinity import adoption
@@ -89,11 +90,19 @@ class ReporterTestCase(base.TestCase):
             places=lambda: self.places,
             wall_clock=lambda: self.now,
             ring_lookup=lambda node: self.ring[node.name],
+            read_taken_by=self.read_taken_by,
         )
+        # Who last took each active node over, or why it cannot be read.
+        self.taken_by = {}
         # Every node placed by affinity, as before switches existed.
         self.agreement = adoption.agree({'c1': None, 'c2': None}, ())
         self.ring = {}
         self.now = 1_800_000_000.0
+
+    def read_taken_by(self):
+        if isinstance(self.taken_by, Exception):
+            raise self.taken_by
+        return self.taken_by
 
     def test_every_process_reports_its_view(self):
         self.view.read_errors = 3
@@ -262,3 +271,67 @@ class ReporterTestCase(base.TestCase):
         self.reporter.report()
         sent = {name for name, _value, _kind in self.sink.take()}
         self.assertNotIn('placement.adoption_pending', sent)
+
+    def test_takeovers_pending_and_a_failed_read(self):
+        self.places = True
+        # Both placed on c2 by their rack; 'lost' on none.
+        self.nodes = [
+            _node('a', 'dc1, rack20'),
+            _node('b', 'dc1, rack20'),
+            _node('lost', 'dc9'),
+        ]
+        self.taken_by = {
+            'uuid-a': 'c2',
+            'uuid-b': 'c1',
+            # No conductor may take it: nobody takes it over.
+            'uuid-lost': 'c1',
+            # Not in the tag cache yet: not placed, not counted.
+            'uuid-new': None,
+        }
+        self.reporter.report()
+        sent = {name: value for name, value, _kind in self.sink.take()}
+        self.assertEqual(1, sent['placement.takeovers_pending'])
+
+        # The read fails: said once, and the rest of the report goes on.
+        self.taken_by = RuntimeError('connection\nrefused')
+        with self.assertLogs(
+            placement_metrics.LOG.logger, logging.INFO
+        ) as logs:
+            for _report in range(2):
+                self.reporter.report()
+                sent = {name for name, _value, _kind in self.sink.take()}
+                self.assertIn('placement.orphans', sent)
+                self.assertNotIn('placement.takeovers_pending', sent)
+            self.taken_by = {'uuid-b': 'c2'}
+            self.reporter.report()
+        sent = {name: value for name, value, _kind in self.sink.take()}
+        self.assertEqual(0, sent['placement.takeovers_pending'])
+        self.assertEqual(2, len(logs.output), logs.output)
+        self.assertIn(
+            'WARNING:%s:Cannot read which conductor took each node over, '
+            'for placement.takeovers_pending: connection refused'
+            % placement_metrics.LOG.logger.name,
+            logs.output[0],
+        )
+        self.assertIn('took each node over again after', logs.output[1])
+
+    def test_takeovers_during_a_switch_are_by_the_ring(self):
+        # On Ironic's ring, every node on c1: the ring's answer counts,
+        # not affinity's.
+        self.places = True
+        self.nodes = [_node('n%d' % i, 'dc1, rack20') for i in range(4)]
+        self.ring = {n.name: 'c1' for n in self.nodes}
+        self.agreement = adoption.agree(
+            {
+                'c1': adoption.Published(
+                    adoption.Vote('stock', self.now, 60.0),
+                    (adoption.Switch('stock', adoption.ORIGIN_AT, 0.0),),
+                )
+            },
+            (),
+        )
+        self.taken_by = {'uuid-n0': 'c1', 'uuid-n1': 'c2', 'uuid-n2': None}
+        self.reporter.report()
+        sent = {name: value for name, value, _kind in self.sink.take()}
+        self.assertEqual(4, sent['placement.nodes.c1'])
+        self.assertEqual(2, sent['placement.takeovers_pending'])

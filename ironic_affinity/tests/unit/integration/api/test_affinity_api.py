@@ -26,12 +26,15 @@ from unittest import mock
 
 from oslo_config import cfg
 
+from ironic_affinity import adoption
 from ironic_affinity import conf as affinity_conf
 from ironic_affinity import exception
 from ironic_affinity import profile
+from ironic_affinity.integration import process_services
 from ironic_affinity.integration.api import affinity_answers
 from ironic_affinity.integration.api import affinity_api
 from ironic_affinity.integration.api import door
+from ironic_affinity.integration.data import live
 from ironic_affinity.integration.ring import capacity_state
 from ironic_affinity.integration.ring import placement_state
 from ironic_affinity.tests import base
@@ -374,3 +377,64 @@ class AnswersTestCase(base.TestCase):
         self.assertEqual([], found['tags'])
         self.assertIn('bad!tag', found['tags_error'])
         self.assertEqual('c1', found['conductor'])
+
+    def deployment(self, agreement):
+        """c1 and c2 with a node each, both last taken over by c1."""
+        build = profile.ConductorProfile.build
+        return live.Deployment(
+            conductors=(
+                build('c1', soft_affinity_tags='rack10'),
+                build('c2', soft_affinity_tags='rack20'),
+            ),
+            nodes=(
+                profile.NodeRequest.build('n1', 'rack20', uuid='u1'),
+                profile.NodeRequest.build('n2', 'rack10', uuid='u2'),
+            ),
+            not_members=frozenset(),
+            bad_tags={},
+            agreement=agreement,
+            taken_by={'u1': 'c1', 'u2': 'c1'},
+        )
+
+    def test_the_deployment_counts_takeovers_pending(self):
+        self.services.database = mock.sentinel.database
+        settled = adoption.agree({'c1': None, 'c2': None}, ())
+        with mock.patch.object(
+            live, 'read', autospec=True, return_value=self.deployment(settled)
+        ) as read:
+            found = affinity_answers.deployment_affinity(
+                self.conf, self.services
+            )
+        read.assert_called_once_with(
+            self.conf, mock.ANY, mock.sentinel.database
+        )
+        # n1 is on c2 by its rack, n2 stays on c1.
+        self.assertEqual(1, found['placement']['takeovers_pending'])
+
+    def test_on_ironic_s_ring_this_process_s_ring_says_where(self):
+        self.services.database = mock.sentinel.database
+        stock = adoption.agree(
+            {
+                'c1': adoption.Published(
+                    adoption.Vote('stock', 0.0, 60.0),
+                    (adoption.Switch('stock', adoption.ORIGIN_AT, 0.0),),
+                )
+            },
+            (),
+        )
+        for lookup, expected in ((None, None), (lambda node: 'c2', 2)):
+            with (
+                mock.patch.object(
+                    live,
+                    'read',
+                    autospec=True,
+                    return_value=self.deployment(stock),
+                ),
+                mock.patch.object(process_services, 'RING_LOOKUP', lookup),
+            ):
+                found = affinity_answers.deployment_affinity(
+                    self.conf, self.services
+                )
+            self.assertEqual(
+                expected, found['placement'].get('takeovers_pending')
+            )

@@ -253,6 +253,47 @@ class _Cases:
             sorted(tuple(row) for b in since for row in b),
         )
 
+    def test_taken_by_reads_the_nodes_ironic_takes_over(self):
+        self.conductor('c1')  # id 1
+        self.conductor('c2', online=False)  # id 2: its takeovers stand
+        active = {'provision_state': 'active', 'maintenance': False}
+        nodes = {
+            'by-c1': dict(active, conductor_affinity=1),
+            'by-c2': dict(active, conductor_affinity=2),
+            'never': dict(active, conductor_affinity=None),
+            # Locked for a task: its takeover waits, it is still counted.
+            'reserved': dict(active, conductor_affinity=1, reservation='c1'),
+            # Ironic's takeover leaves these alone.
+            'maintenance': dict(active, maintenance=True),
+            'no-flag': dict(active, maintenance=None),
+            'child': dict(active, parent_node='by-c1'),
+            'deploying': dict(active, provision_state='deploying'),
+            'available': dict(active, provision_state='available'),
+        }
+        with self.database.engine.begin() as connection:
+            connection.execute(
+                ironic_db.NODES.insert(),
+                [
+                    {
+                        'uuid': uuid,
+                        'conductor_affinity': None,
+                        'reservation': None,
+                        'parent_node': None,
+                        **row,
+                    }
+                    for uuid, row in nodes.items()
+                ],
+            )
+        expected = {
+            'by-c1': 'c1',
+            'by-c2': 'c2',
+            'never': None,
+            'reserved': 'c1',
+        }
+        with self.database.engine.connect() as connection:
+            self.assertEqual(expected, ironic_db.taken_by(connection, batch=2))
+        self.assertEqual(expected, self.database.taken_by())
+
 
 class SQLiteTestCase(_Cases, base.TestCase):
     def url(self):

@@ -13,12 +13,14 @@
 """The deployment read from memory (as the placement metrics place it)
 is the deployment read from the database."""
 
+import dataclasses
 import json
 import os
 import types
 
 import fixtures
 
+from ironic_affinity import adoption
 from ironic_affinity import engine
 from ironic_affinity import profile
 from ironic_affinity.integration.data import ironic_db
@@ -29,6 +31,7 @@ from ironic_affinity.membership import view
 from ironic_affinity.tests.unit.membership import fakes
 
 NODES = ironic_db.NODES
+T0 = 1_800_000_000.0  # after every switch of the agreements here
 
 
 class FromMemoryTestCase(fakes.BackendTestCase):
@@ -132,4 +135,50 @@ class FromMemoryTestCase(fakes.BackendTestCase):
         self.assertEqual(
             {'c1', 'c2', 'c3'},
             {p.conductor for *_rest, p in found.values()},
+        )
+
+    def test_who_took_the_nodes_over_is_read_from_the_database_only(self):
+        with self.database.engine.begin() as connection:
+            # Every node active and last taken over by c1 (id 1).
+            connection.execute(
+                NODES.update().values(
+                    provision_state='active',
+                    maintenance=False,
+                    conductor_affinity=1,
+                )
+            )
+        from_db = live.read(self.conf, self.snapshot, self.database)
+        self.assertEqual(
+            {node.uuid: 'c1' for node in from_db.nodes}, from_db.taken_by
+        )
+        in_memory = live.from_memory(
+            self.conf, self.snapshot, self.database, []
+        )
+        self.assertEqual({}, in_memory.taken_by)
+        # Group g (a third of the nodes) is on c3, rack2 (half the rest)
+        # on c2: every node placed elsewhere than c1 awaits its takeover.
+        self.assertEqual(14 + 13, live.takeovers_pending(from_db, T0))
+
+    def test_takeovers_while_ironic_s_ring_places(self):
+        from_db = live.read(self.conf, self.snapshot, self.database)
+        stock = dataclasses.replace(
+            from_db,
+            agreement=adoption.agree(
+                {
+                    'c1': adoption.Published(
+                        adoption.Vote('stock', T0, 60.0),
+                        (adoption.Switch('stock', adoption.ORIGIN_AT, 0.0),),
+                    )
+                },
+                (),
+            ),
+            taken_by={node.uuid: 'c2' for node in from_db.nodes[:5]},
+        )
+        # Where Ironic's ring puts them is known only to Ironic's rings.
+        self.assertIsNone(live.takeovers_pending(stock, T0))
+        self.assertEqual(
+            5, live.takeovers_pending(stock, T0, lambda node: 'c1')
+        )
+        self.assertEqual(
+            0, live.takeovers_pending(stock, T0, lambda node: 'c2')
         )

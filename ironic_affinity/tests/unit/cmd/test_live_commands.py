@@ -1,0 +1,121 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""What the live commands say of the takeovers Ironic has yet to make,
+over a deployment read by a fake."""
+
+import io
+import json
+import types
+
+import fixtures
+
+from ironic_affinity import adoption
+from ironic_affinity import profile
+from ironic_affinity.cmd import live_commands
+from ironic_affinity.integration.data import live
+from ironic_affinity.tests import base
+
+T0 = 1_800_000_000.0  # after every switch of the agreements here
+
+
+def _deployment(agreement, taken_by):
+    """n1 by its rack on c2, n2 on c1."""
+    build = profile.ConductorProfile.build
+    return live.Deployment(
+        conductors=(
+            build('c1', soft_affinity_tags='rack10'),
+            build('c2', soft_affinity_tags='rack20'),
+        ),
+        nodes=(
+            profile.NodeRequest.build('n1', 'rack20', uuid='u1'),
+            profile.NodeRequest.build('n2', 'rack10', uuid='u2'),
+        ),
+        not_members=frozenset(),
+        bad_tags={},
+        agreement=agreement,
+        taken_by=taken_by,
+    )
+
+
+SETTLED = adoption.agree({'c1': None, 'c2': None}, ())
+STOCK = adoption.agree(
+    {
+        'c1': adoption.Published(
+            adoption.Vote('stock', T0, 60.0),
+            (adoption.Switch('stock', adoption.ORIGIN_AT, 0.0),),
+        )
+    },
+    (),
+)
+
+
+class TakeoversTestCase(base.TestCase):
+    def setUp(self):
+        super().setUp()
+        # No backend and no database: the deployment as the fake reads it.
+        self.useFixture(
+            fixtures.MockPatchObject(live_commands, '_prepare', autospec=True)
+        )
+        self.load = self.useFixture(
+            fixtures.MockPatchObject(live, 'load', autospec=True)
+        ).mock
+        self.useFixture(
+            fixtures.MockPatchObject(
+                live_commands.time, 'time', autospec=True, return_value=T0
+            )
+        )
+
+    def run_command(self, command, deployment, fmt='table', *extra):
+        self.load.return_value = deployment
+        args = types.SimpleNamespace(timeout=5.0, down=[], format=fmt)
+        with fixtures.MockPatch('sys.stdout', new_callable=io.StringIO) as out:
+            command(self.conf, args, *extra)
+        return out.mock.getvalue()
+
+    def test_check_plan_and_explain_count_them_on_affinity(self):
+        deployment = _deployment(SETTLED, {'u1': 'c1', 'u2': 'c1'})
+        text = self.run_command(live_commands.check, deployment)
+        self.assertIn('Placement: affinity; 1 takeover(s) pending', text)
+        found = json.loads(
+            self.run_command(live_commands.check, deployment, 'json')
+        )
+        self.assertEqual(1, found['placement']['takeovers_pending'])
+        text = self.run_command(live_commands.plan, deployment)
+        self.assertTrue(
+            text.startswith('Placement: affinity; 1 takeover(s) pending\n'),
+            text,
+        )
+        # Every node is placed by affinity: no word of Ironic's ring.
+        self.assertNotIn("Ironic's ring", text)
+        found = json.loads(
+            self.run_command(live_commands.explain, deployment, 'json', 'n2')
+        )
+        self.assertEqual(1, found['placement']['takeovers_pending'])
+
+    def test_none_pending_prints_as_before(self):
+        deployment = _deployment(SETTLED, {'u1': 'c2', 'u2': 'c1'})
+        text = self.run_command(live_commands.check, deployment)
+        self.assertNotIn('Placement', text)
+        found = json.loads(
+            self.run_command(live_commands.plan, deployment, 'json')
+        )
+        self.assertEqual(0, found['placement']['takeovers_pending'])
+
+    def test_not_counted_while_ironic_s_ring_places(self):
+        # Where Ironic's ring puts a node is known only inside Ironic.
+        deployment = _deployment(STOCK, {'u1': 'c1', 'u2': 'c1'})
+        found = json.loads(
+            self.run_command(live_commands.check, deployment, 'json')
+        )
+        self.assertEqual('stock', found['placement']['state'])
+        self.assertNotIn('takeovers_pending', found['placement'])
