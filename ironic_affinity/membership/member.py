@@ -35,6 +35,7 @@ its session expired meanwhile, and rejoins after views stopped holding it.
 """
 
 from collections.abc import Callable
+import logging
 import threading
 import time
 from typing import TypeVar
@@ -75,6 +76,7 @@ class Member:
         call_deadline: float | None = None,
         compose: Compose | None = None,
         lease: lease_module.Lease | None = None,
+        routine_updates: bool = False,
     ) -> None:
         """:param published: the capabilities to publish (JSON-able).
         :param compose: makes what is published from ``published`` and
@@ -86,11 +88,15 @@ class Member:
             take before the client is given up; the member timeout by
             default: past it the entry is lost or about to be anyway.
         :param lease: renewed by each acknowledged heartbeat (see
-            membership/lease.py)."""
+            membership/lease.py).
+        :param routine_updates: the capabilities change often and as a
+            matter of course (an API process's change notices, at every
+            write): each new publication is logged at DEBUG, not INFO."""
         self.url = url
         self.group = group.encode('utf-8')
         self.name = name
         self.role = role
+        self._update_level = logging.DEBUG if routine_updates else logging.INFO
         self.heartbeat_interval = heartbeat_interval
         self.timeout = timeout
         self.call_deadline = (
@@ -197,7 +203,8 @@ class Member:
             wanted = self._wanted(self._published)
             if self._published != wanted:
                 self._publish(wanted)
-                LOG.info(
+                LOG.log(
+                    self._update_level,
                     'Published new capabilities of %(role)s %(name)s',
                     {'role': self.role.lower(), 'name': self.name},
                 )

@@ -107,6 +107,7 @@ def announce_api(conf: cfg.ConfigOpts) -> None:
         group.heartbeat_interval,
         group.member_timeout,
         role='API process',
+        routine_updates=True,
     )
     presence.start()
     _ANNOUNCED[os.getpid()] = presence

@@ -50,6 +50,7 @@ class MemberTestCase(fakes.BackendTestCase):
         heartbeat_interval=1.0,
         call_deadline=None,
         compose=None,
+        routine_updates=False,
     ):
         made = member.Member(
             URL,
@@ -61,6 +62,7 @@ class MemberTestCase(fakes.BackendTestCase):
             clock=self.clock,
             call_deadline=call_deadline,
             compose=compose,
+            routine_updates=routine_updates,
         )
         self.addCleanup(made.stop, 2.0)
         return made
@@ -121,6 +123,15 @@ class JoinTestCase(MemberTestCase):
         )
         self.beat(times=3)
         self.assertEqual(2, len(self.backend.history))
+
+    def test_routine_updates_are_published_without_an_info_line(self):
+        # An API process's change notices change at every node written.
+        self.member = self.make_member(caps('rack1'), routine_updates=True)
+        self.member._tick()
+        self.member.update(caps('rack2'))
+        self.beat()
+        self.assertEqual(caps('rack2'), self.published())
+        self.assertEqual([], self.lines('INFO')[1:])
 
     def test_file_driver_leaves_and_joins_to_update(self):
         self.backend.updates_in_place = False
