@@ -32,6 +32,7 @@ import os
 import queue
 import threading
 import time
+import unittest
 
 import sqlalchemy as sa
 from tooz import hashring
@@ -64,6 +65,7 @@ REFRESH = 3.0
 # second, which shifts a second of moves (7) from one window to the next.
 MARGIN = 25
 TAKEOVER = 3
+ACTORS = 4
 EXTRA_CONF = """
 [DEFAULT]
 graceful_shutdown_timeout = 5
@@ -143,9 +145,11 @@ class Requests:
         self.paused = threading.Event()
         self._acts = queue.Queue()
         self._stop = threading.Event()
-        self._threads = [
-            threading.Thread(target=self._read, daemon=True),
-            threading.Thread(target=self._act, daemon=True),
+        # Power actions from ACTORS threads: on a loaded machine one
+        # takes up to a second, and 300 must fit in a switch.
+        self._threads = [threading.Thread(target=self._read, daemon=True)] + [
+            threading.Thread(target=self._act, daemon=True)
+            for _ in range(ACTORS)
         ]
 
     def start(self):
@@ -208,7 +212,15 @@ class Requests:
             )
 
 
-# In every release's core set: about 2.5 minutes a release.
+# Not in CI: run it with IRONIC_AFFINITY_E2E_ADOPTION=1. It passed on
+# Ironic 39, 35, 32 and 29, each run beside another suite (issue 29's
+# note). In .ci/run on every release (269dd4e) it cost CI about 13
+# minutes, its four runs taking turns as timed cases, and on Ironic 29
+# made 218 of its 600 power actions in time with one request thread.
+@unittest.skipUnless(
+    os.environ.get('IRONIC_AFFINITY_E2E_ADOPTION'),
+    'set IRONIC_AFFINITY_E2E_ADOPTION=1 to run it',
+)
 class AdoptionTestCase(base.TestCase):
     TIMED = True
 
