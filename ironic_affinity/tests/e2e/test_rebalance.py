@@ -26,6 +26,7 @@ import json
 import re
 import time
 
+from ironic_affinity.membership import tag_board
 from ironic_affinity.tests.e2e import base
 from ironic_affinity.tests.e2e import deployment
 from ironic_affinity.tests.e2e import load
@@ -107,6 +108,36 @@ class RebalanceTestCase(base.TestCase):
             if any(word in line for word in _API_WORDS):
                 found.append(line[:300])
         return found or 'none'
+
+    def wait_every_process_holds(self, nodes):
+        """Until every process's node tag cache holds ``nodes``: the
+        reader has published them, and one refresh more has passed.
+
+        Under capacity, a process that computes the placement while its
+        cache lacks some nodes (enrolled a moment before) places them as
+        newcomers; once they arrive, the next computation may choose
+        other nodes to move (integration/ring/capacity_state.py). That
+        is the documented lag of a new node, not the rollout under test:
+        the nodes here exist before the change, in every process."""
+        board = tag_board.TagBoard(
+            self.dep.redis.url, 'e2e', 'test-rebalance', 5
+        )
+        self.addCleanup(board.stop)
+
+        def published():
+            index = board.read_index()
+            if index is None:
+                return False
+            held = set()
+            for number in range(len(index.digests)):
+                bucket = board.read_bucket(index.publisher, number)
+                held.update(bucket or ())
+            return set(nodes) <= held
+
+        self.dep.wait(published, 60, 'the nodes published', interval=0.5)
+        # [affinity]node_tags_interval (2 s), twice: every follower reads
+        # the publication within one, and a read under way may predate it.
+        time.sleep(2 * 2.0)
 
     def on(self, nodes, conductor):
         placed = self.placements()
@@ -279,6 +310,7 @@ class RebalanceTestCase(base.TestCase):
             )
         }
         dep.wait(lambda: self.on(moving, second), 120, 'every node on c2')
+        self.wait_every_process_holds(moving)
 
         # conductor1 comes to prefer rack10 but holds CAPACITY nodes:
         # that many move, over CAPACITY_PERIOD seconds.
