@@ -97,12 +97,14 @@ def _install_membership() -> None:
                 )
 
     def leave(manager: Any, staying_registered: bool = False) -> bool:
+        """Whether the conductor left the group: not if it never joined,
+        nor when its entry stays for a restart (SIGUSR1, or Ironic 39's
+        worker restart on SIGHUP)."""
         membership = getattr(manager, '_affinity_membership', None)
         if membership is None:
             return False
         manager._affinity_membership = None
-        membership.stop(staying_registered)
-        return True
+        return bool(membership.stop(staying_registered))
 
     def join_before_registering(manager: Any) -> None:
         # On this instance only: importing the manager's module here
@@ -137,8 +139,7 @@ def _install_membership() -> None:
         # after the member timeout; unless Ironic keeps the conductor
         # registered (SIGUSR1, for a restart), when the entry stays until
         # the member timeout, and the nodes with it.
-        staying = not _deregisters(self)
-        if leave(self.manager, staying) and not staying:
+        if leave(self.manager, not _deregisters(self)):
             _drain(self.manager.host)
         original_stop(self)
 

@@ -291,9 +291,11 @@ class ConductorMembership:
         lease.set_own(self.lease)
         self.member.start()
 
-    def stop(self, staying_registered: bool = False) -> None:
+    def stop(self, staying_registered: bool = False) -> bool:
         """Leave the group, unless the conductor is coming back.
 
+        :returns: whether it left; if it did not, its entry stays until
+            the member timeout and its nodes with it.
         :param staying_registered: Ironic keeps the conductor registered
             through this stop (SIGUSR1 before it, for a restart): the
             entry is left to expire after the member timeout, so that a
@@ -311,9 +313,10 @@ class ConductorMembership:
         )
         if reloading or staying_registered:
             self.member.hand_over()
-        else:
-            self.lease.end()
-            self.member.stop()
+            return False
+        self.lease.end()
+        self.member.stop()
+        return True
 
     def _reloaded(self, conf: cfg.ConfigOpts, changed: Any) -> None:
         # A bad new value is refused and the last good profile stays

@@ -20,31 +20,12 @@ import types
 import fixtures
 
 from ironic_affinity import adoption
-from ironic_affinity import profile
 from ironic_affinity.cmd import live_commands
 from ironic_affinity.integration.data import live
 from ironic_affinity.tests import base
+from ironic_affinity.tests.unit import live_deployments
 
 T0 = 1_800_000_000.0  # after every switch of the agreements here
-
-
-def _deployment(agreement, taken_by):
-    """n1 by its rack on c2, n2 on c1."""
-    build = profile.ConductorProfile.build
-    return live.Deployment(
-        conductors=(
-            build('c1', soft_affinity_tags='rack10'),
-            build('c2', soft_affinity_tags='rack20'),
-        ),
-        nodes=(
-            profile.NodeRequest.build('n1', 'rack20', uuid='u1'),
-            profile.NodeRequest.build('n2', 'rack10', uuid='u2'),
-        ),
-        not_members=frozenset(),
-        bad_tags={},
-        agreement=agreement,
-        taken_by=taken_by,
-    )
 
 
 SETTLED = adoption.agree({'c1': None, 'c2': None}, ())
@@ -83,7 +64,9 @@ class TakeoversTestCase(base.TestCase):
         return out.mock.getvalue()
 
     def test_check_plan_and_explain_count_them_on_affinity(self):
-        deployment = _deployment(SETTLED, {'u1': 'c1', 'u2': 'c1'})
+        deployment = live_deployments.two_racks(
+            SETTLED, {'u1': 'c1', 'u2': 'c1'}
+        )
         text = self.run_command(live_commands.check, deployment)
         self.assertIn('Placement: affinity; 1 takeover(s) pending', text)
         found = json.loads(
@@ -103,7 +86,9 @@ class TakeoversTestCase(base.TestCase):
         self.assertEqual(1, found['placement']['takeovers_pending'])
 
     def test_none_pending_prints_as_before(self):
-        deployment = _deployment(SETTLED, {'u1': 'c2', 'u2': 'c1'})
+        deployment = live_deployments.two_racks(
+            SETTLED, {'u1': 'c2', 'u2': 'c1'}
+        )
         text = self.run_command(live_commands.check, deployment)
         self.assertNotIn('Placement', text)
         found = json.loads(
@@ -113,7 +98,9 @@ class TakeoversTestCase(base.TestCase):
 
     def test_not_counted_while_ironic_s_ring_places(self):
         # Where Ironic's ring puts a node is known only inside Ironic.
-        deployment = _deployment(STOCK, {'u1': 'c1', 'u2': 'c1'})
+        deployment = live_deployments.two_racks(
+            STOCK, {'u1': 'c1', 'u2': 'c1'}
+        )
         found = json.loads(
             self.run_command(live_commands.check, deployment, 'json')
         )

@@ -16,6 +16,8 @@ before (the member thread that carries it is test_member's)."""
 import time
 from unittest import mock
 
+import fixtures
+
 from ironic_affinity import adoption
 from ironic_affinity import profile
 from ironic_affinity.membership import capabilities
@@ -145,7 +147,7 @@ class StopTestCase(base.TestCase):
         self.membership.lease = mock.Mock()
 
     def test_a_stop_leaves(self):
-        self.membership.stop()
+        self.assertTrue(self.membership.stop())
         self.membership.member.stop.assert_called_once_with()
         self.membership.lease.end.assert_called_once_with()
         self.membership.member.hand_over.assert_not_called()
@@ -153,7 +155,19 @@ class StopTestCase(base.TestCase):
     def test_a_stop_that_keeps_the_conductor_registered_keeps_the_entry(self):
         # SIGUSR1 then a restart: back within the member timeout, the
         # conductor finds its nodes where they were, as on Ironic's ring.
-        self.membership.stop(staying_registered=True)
+        self.assertFalse(self.membership.stop(staying_registered=True))
         self.membership.member.hand_over.assert_called_once_with()
         self.membership.member.stop.assert_not_called()
         self.membership.lease.end.assert_not_called()
+
+    def test_a_stop_right_after_a_reload_keeps_the_entry(self):
+        # Ironic 39 restarts its worker on SIGHUP: the caller must not
+        # drain or log a leave that did not happen.
+        self.useFixture(
+            fixtures.MockPatchObject(
+                service, '_RELOAD_REQUESTED_AT', time.monotonic()
+            )
+        )
+        self.assertFalse(self.membership.stop())
+        self.membership.member.hand_over.assert_called_once_with()
+        self.membership.member.stop.assert_not_called()

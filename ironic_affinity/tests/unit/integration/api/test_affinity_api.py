@@ -38,6 +38,7 @@ from ironic_affinity.integration.data import live
 from ironic_affinity.integration.ring import capacity_state
 from ironic_affinity.integration.ring import placement_state
 from ironic_affinity.tests import base
+from ironic_affinity.tests.unit import live_deployments
 from ironic_affinity.tests.unit.integration import fakes
 from ironic_affinity.tests.unit.integration.ring import test_capacity_state
 
@@ -46,6 +47,8 @@ READER = 'reader-token'
 STRANGER = 'stranger-token'
 # A reader of the node's project: may read the node, not list conductors.
 PROJECT_READER = 'project-reader-token'
+# Both nodes last taken over by c1 (live_deployments.two_racks).
+BOTH_ON_C1 = {'u1': 'c1', 'u2': 'c1'}
 
 
 class FakeIronic:
@@ -378,29 +381,14 @@ class AnswersTestCase(base.TestCase):
         self.assertIn('bad!tag', found['tags_error'])
         self.assertEqual('c1', found['conductor'])
 
-    def deployment(self, agreement):
-        """c1 and c2 with a node each, both last taken over by c1."""
-        build = profile.ConductorProfile.build
-        return live.Deployment(
-            conductors=(
-                build('c1', soft_affinity_tags='rack10'),
-                build('c2', soft_affinity_tags='rack20'),
-            ),
-            nodes=(
-                profile.NodeRequest.build('n1', 'rack20', uuid='u1'),
-                profile.NodeRequest.build('n2', 'rack10', uuid='u2'),
-            ),
-            not_members=frozenset(),
-            bad_tags={},
-            agreement=agreement,
-            taken_by={'u1': 'c1', 'u2': 'c1'},
-        )
-
     def test_the_deployment_counts_takeovers_pending(self):
         self.services.database = mock.sentinel.database
         settled = adoption.agree({'c1': None, 'c2': None}, ())
         with mock.patch.object(
-            live, 'read', autospec=True, return_value=self.deployment(settled)
+            live,
+            'read',
+            autospec=True,
+            return_value=live_deployments.two_racks(settled, BOTH_ON_C1),
         ) as read:
             found = affinity_answers.deployment_affinity(
                 self.conf, self.services
@@ -428,7 +416,7 @@ class AnswersTestCase(base.TestCase):
                     live,
                     'read',
                     autospec=True,
-                    return_value=self.deployment(stock),
+                    return_value=live_deployments.two_racks(stock, BOTH_ON_C1),
                 ),
                 mock.patch.object(process_services, 'RING_LOOKUP', lookup),
             ):
