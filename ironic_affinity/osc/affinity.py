@@ -180,6 +180,14 @@ class ListAffinity(command.Lister):
                 "Placement is by Ironic's ring (stock); voting for it: %s",
                 ', '.join(placed['stock_voters']) or '(no conductor)',
             )
+        # Absent from an API of an earlier release.
+        if placed.get('takeovers_pending'):
+            LOG.warning(
+                '%d ACTIVE node(s) not taken over yet by the conductor '
+                "they are placed on (Ironic's periodic takeover, "
+                '[conductor]sync_local_state_interval)',
+                placed['takeovers_pending'],
+            )
         for name in found['not_members']:
             LOG.warning(
                 'Conductor %s is active in Ironic but not in the affinity '

@@ -172,6 +172,30 @@ class OpenStackClientTestCase(base.TestCase):
             logs.output[0],
         )
 
+    def test_list_counts_takeovers_pending(self):
+        settled = dict(
+            DEPLOYMENT,
+            placement={'state': 'affinity', 'takeovers_pending': 7},
+        )
+        command, _http = _command(
+            affinity.ListAffinity, {'/v1/affinity': settled}
+        )
+        with self.assertLogs(affinity.LOG.name, 'WARNING') as logs:
+            command.take_action(argparse.Namespace())
+        self.assertEqual(1, len(logs.output))
+        self.assertIn('7 ACTIVE node(s) not taken over yet', logs.output[0])
+
+    def test_list_is_quiet_once_every_node_is_taken_over(self):
+        settled = dict(
+            DEPLOYMENT,
+            placement={'state': 'affinity', 'takeovers_pending': 0},
+        )
+        command, _http = _command(
+            affinity.ListAffinity, {'/v1/affinity': settled}
+        )
+        with self.assertNoLogs(affinity.LOG.name, 'WARNING'):
+            command.take_action(argparse.Namespace())
+
     def test_check_status_is_for_monitoring(self):
         command, _http = _command(
             affinity.CheckAffinity, {'/v1/affinity': DEPLOYMENT}
