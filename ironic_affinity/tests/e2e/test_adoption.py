@@ -85,6 +85,19 @@ adoption_period = %d
 """ % (TAKEOVER, SYNC, PERIOD)
 
 
+def ahead_of_pace(curve):
+    """How many more nodes had moved, by the end of a window, than a
+    steady pace over PERIOD moves in as long, at most."""
+    share = sum(curve) * WINDOW / PERIOD
+    return round(
+        max(
+            sum(curve[: end + 1]) - (end + 1) * share
+            for end in range(len(curve))
+        ),
+        1,
+    )
+
+
 def rack(index):
     return 'rack%d' % (index % 3 + 1)
 
@@ -365,9 +378,15 @@ class AdoptionTestCase(base.TestCase):
             'back_to_stock': self.moves(samples, back, ended, on_stock),
         }
         moving = {key: sum(curve) for key, curve in figures.items()}
-        for key, curve in figures.items():
-            share = moving[key] * WINDOW / PERIOD
-            self.assertLessEqual(max(curve), share + MARGIN, figures)
+        # Never ahead of the pace: by the end of each window, no more
+        # nodes have moved than the pace allows since the switch became
+        # due, plus MARGIN. Not each window alone: moves the API shows
+        # late (a loaded API's view read a few seconds late; in CI on
+        # 6242d21, Ironic 35 showed 38 then 113 in two windows against a
+        # share of 84) catch up without running ahead.
+        ahead = {key: ahead_of_pace(curve) for key, curve in figures.items()}
+        for key in figures:
+            self.assertLessEqual(ahead[key], MARGIN, (ahead, figures))
         self.assertGreater(moving['to_affinity'], NODES / 2, figures)
         # Power syncs: one conductor at a time, each node, but around a
         # conductor's restart: Ironic's own ring moves a node to a
@@ -395,6 +414,7 @@ class AdoptionTestCase(base.TestCase):
         base.record(
             test='adoption',
             moves_per_window=figures,
+            most_ahead_of_pace=ahead,
             samples=len(samples),
             requests=dict(requests.done),
             failed_requests=len(failed),
