@@ -32,6 +32,7 @@ import os
 import queue
 import threading
 import time
+import unittest
 
 import sqlalchemy as sa
 from tooz import hashring
@@ -239,6 +240,14 @@ class Requests:
             )
 
 
+# Not in CI: run it with IRONIC_AFFINITY_E2E_ADOPTION=1. In .ci/run on
+# e943304 it passed on all four releases, but made the stable releases'
+# suites 380 to 1,150 s longer (taking turns with the other timed cases)
+# and a timed case beside it, the database cut on Ironic 29, failed.
+@unittest.skipUnless(
+    os.environ.get('IRONIC_AFFINITY_E2E_ADOPTION'),
+    'set IRONIC_AFFINITY_E2E_ADOPTION=1 to run it',
+)
 class AdoptionTestCase(base.TestCase):
     # Timed: two of these at once, beside nothing else, failed (moves
     # seen bunched as the API's answers stalled, 126 in a window against
