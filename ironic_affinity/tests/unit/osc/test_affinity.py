@@ -151,19 +151,24 @@ class OpenStackClientTestCase(base.TestCase):
         shown = dict(zip(fields, values, strict=True))
         self.assertEqual('affinity', shown['side'])
 
+    def list_with(self, placement):
+        """The list command against a deployment whose ``placement``
+        is the one given."""
+        command, _http = _command(
+            affinity.ListAffinity,
+            {'/v1/affinity': dict(DEPLOYMENT, placement=placement)},
+        )
+        return command
+
     def test_list_says_where_placement_stands(self):
-        switching = dict(
-            DEPLOYMENT,
-            placement={
+        command = self.list_with(
+            {
                 'state': 'switching',
                 'to': 'affinity',
                 'ends_at': 1800000060.0,
                 'nodes_to_move': 42,
                 'stock_voters': [],
-            },
-        )
-        command, _http = _command(
-            affinity.ListAffinity, {'/v1/affinity': switching}
+            }
         )
         with self.assertLogs(affinity.LOG.name, 'WARNING') as logs:
             command.take_action(argparse.Namespace())
@@ -173,26 +178,14 @@ class OpenStackClientTestCase(base.TestCase):
         )
 
     def test_list_counts_takeovers_pending(self):
-        settled = dict(
-            DEPLOYMENT,
-            placement={'state': 'affinity', 'takeovers_pending': 7},
-        )
-        command, _http = _command(
-            affinity.ListAffinity, {'/v1/affinity': settled}
-        )
+        command = self.list_with({'state': 'affinity', 'takeovers_pending': 7})
         with self.assertLogs(affinity.LOG.name, 'WARNING') as logs:
             command.take_action(argparse.Namespace())
         self.assertEqual(1, len(logs.output))
         self.assertIn('7 ACTIVE node(s) not taken over yet', logs.output[0])
 
     def test_list_is_quiet_once_every_node_is_taken_over(self):
-        settled = dict(
-            DEPLOYMENT,
-            placement={'state': 'affinity', 'takeovers_pending': 0},
-        )
-        command, _http = _command(
-            affinity.ListAffinity, {'/v1/affinity': settled}
-        )
+        command = self.list_with({'state': 'affinity', 'takeovers_pending': 0})
         with self.assertNoLogs(affinity.LOG.name, 'WARNING'):
             command.take_action(argparse.Namespace())
 
