@@ -40,9 +40,22 @@ from collections.abc import Iterable
 from collections.abc import Mapping
 import dataclasses
 import math
+from typing import Protocol
 
 from ironic_affinity import rendezvous
 from ironic_affinity._i18n import _
+
+
+class KeyedNode(Protocol):
+    """A node as the rings key it (profile.NodeRequest is one; profile
+    imports this module, so it is named by its shape here)."""
+
+    @property
+    def hash_key(self) -> bytes: ...
+
+    @property
+    def created_at(self) -> float | None: ...
+
 
 STOCK = 'stock'
 AFFINITY = 'affinity'
@@ -141,15 +154,27 @@ class Adoption:
             (s.ends_at() for s in self.switches), default=-math.inf
         )
 
-    def side(self, node_key: bytes, now: float) -> str:
-        """The side the node is on at ``now``."""
-        return self._side(rendezvous.hash64(node_key), now)
+    def side(
+        self, node_key: bytes, now: float, created_at: float | None = None
+    ) -> str:
+        """The side the node is on at ``now``.
 
-    def _side(self, node_hash: int, now: float) -> str:
+        :param created_at: when the node was created, if known: a node
+            created after a switch began is on its side from the start
+            (no conductor held it on the other).
+        """
+        return self._side(rendezvous.hash64(node_key), now, created_at)
+
+    def _side(
+        self, node_hash: int, now: float, created_at: float | None = None
+    ) -> str:
         for index in range(len(self._hashed) - 1, -1, -1):
             hashed, at, scale, stop = self._hashed[index]
             ran = min(now, stop) - at
-            if scale == math.inf:
+            if created_at is not None and created_at >= at:
+                # Newest first: the switch under way when it was created.
+                followed = True
+            elif scale == math.inf:
                 followed = ran >= 0
             else:
                 followed = rendezvous.weight(node_hash, hashed) < ran * scale
@@ -166,11 +191,25 @@ class Adoption:
         :meth:`settled`."""
         return now < self.ends_at
 
-    def pending(self, node_key: bytes, now: float) -> list[Move]:
+    def side_of(self, node: KeyedNode, now: float) -> str:
+        """:meth:`side` of a node as the rings key it, with its creation
+        time."""
+        return self.side(node.hash_key, now, node.created_at)
+
+    def pending_of(self, node: KeyedNode, now: float) -> list['Move']:
+        """:meth:`pending` of a node as the rings key it, with its
+        creation time."""
+        return self.pending(node.hash_key, now, node.created_at)
+
+    def pending(
+        self, node_key: bytes, now: float, created_at: float | None = None
+    ) -> list[Move]:
         """The node's changes of side still to come, in order."""
         node_hash = rendezvous.hash64(node_key)
         moments = []
         for hashed, at, scale, stop in self._hashed:
+            if created_at is not None and created_at >= at:
+                continue  # on its side since it was created
             moment = at
             if scale != math.inf:
                 moment += rendezvous.weight(node_hash, hashed) / scale
@@ -178,9 +217,9 @@ class Adoption:
                 moments.append(moment)
         moments.sort()
         moves = []
-        where = self._side(node_hash, now)
+        where = self._side(node_hash, now, created_at)
         for moment in moments:
-            there = self._side(node_hash, moment + _AFTER)
+            there = self._side(node_hash, moment + _AFTER, created_at)
             if there != where:
                 moves.append(Move(moment, where, there))
                 where = there

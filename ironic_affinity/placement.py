@@ -278,7 +278,7 @@ class Placement:
         elif paced is not None:
             assert now is not None
             holder = paced.conductor(node, now)
-            if moves and paced.stages(node.hash_key, now):
+            if moves and paced.stages(node, now):
                 pending = tuple(paced.pending(node, now))
         else:
             holder = final

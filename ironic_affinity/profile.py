@@ -201,6 +201,10 @@ class NodeRequest:
     # None means "any hardware type", for offline scenarios.
     driver: str | None = None
     conductor_group: str = ''
+    # When the node was created (Ironic's created_at, seconds since the
+    # epoch); None when unknown. A change or switch that began before it
+    # has nothing to move: the node follows it at once (rollout.py).
+    created_at: float | None = None
 
     @classmethod
     def build(

@@ -441,12 +441,7 @@ def switching(
     if nodes:
         # Keyed as the ring keys them: by uuid.
         report['nodes_to_move'] = len(
-            [
-                node
-                for node in nodes
-                if active
-                and found.pending((node.uuid or node.name).encode(), now)
-            ]
+            [node for node in nodes if active and found.pending_of(node, now)]
         )
     if takeovers_pending is not None:
         report['takeovers_pending'] = takeovers_pending

@@ -114,27 +114,41 @@ def elapsed(change: profile.ProfileChange, now: float) -> float:
 
 
 def stage(
-    conductor: profile.ConductorProfile, node_key: bytes, now: float
+    conductor: profile.ConductorProfile,
+    node_key: bytes,
+    now: float,
+    created_at: float | None = None,
 ) -> int:
     """Which profile of the conductor the node sees ``now``: 0 is the
     profile before its oldest change, k the one after its k-th change,
-    ``len(conductor.changes)`` the profile of now."""
+    ``len(conductor.changes)`` the profile of now.
+
+    :param created_at: when the node was created, if known.
+    """
     return _stage(
         rendezvous.hash64(node_key),
         hashed_changes(conductor.name, conductor.changes),
         now,
+        created_at,
     )
 
 
 def _stage(
-    node_hash: int, changes: Sequence[tuple[int, float, float]], now: float
+    node_hash: int,
+    changes: Sequence[tuple[int, float, float]],
+    now: float,
+    created_at: float | None = None,
 ) -> int:
     """:func:`stage` from the node's hash and, per change, its hash, time
     and ``2**64 / period``: the node follows a change once its weight on
     the change is below the elapsed fraction of the period, scaled to 64
-    bits (past the end, every weight is)."""
+    bits (past the end, every weight is), or at once if it was created
+    after the change began: no conductor held it before, so no takeover
+    is saved by waiting, and it would only move twice."""
     for index in range(len(changes) - 1, -1, -1):
         hashed, at, scale = changes[index]
+        if created_at is not None and created_at >= at:
+            return index + 1
         if rendezvous.weight(node_hash, hashed) < (now - at) * scale:
             return index + 1
     return 0
@@ -292,14 +306,14 @@ class PacedPlacer:
         """Whether any node may still see a conductor as it was."""
         return now < self.ends_at
 
-    def stages(self, node_key: bytes, now: float) -> Stages:
+    def stages(self, node: profile.NodeRequest, now: float) -> Stages:
         """The changing conductors this node does not see as they are."""
-        node_hash = rendezvous.hash64(node_key)
+        node_hash = rendezvous.hash64(node.hash_key)
         seen = []
         for conductor, changes in zip(
             self._rolling, self._changes, strict=True
         ):
-            found = _stage(node_hash, changes, now)
+            found = _stage(node_hash, changes, now, node.created_at)
             if found < len(changes):
                 seen.append((conductor.name, found))
         return tuple(seen)
@@ -314,7 +328,7 @@ class PacedPlacer:
         # One pass per changing conductor, reading precomputed hashes
         # and scores.
         for index, changes in enumerate(self._changes):
-            score = scores[index][_stage(key, changes, now)]
+            score = scores[index][_stage(key, changes, now, node.created_at)]
             if score is None:
                 continue
             if top is None or score > top:
@@ -374,8 +388,11 @@ class PacedPlacer:
         """The node's moves still to come, in order."""
         key = rendezvous.hash64(node.hash_key)
         moments = []
+        created = node.created_at
         for changes in self._changes:
             for hashed, at, scale in changes:
+                if created is not None and created >= at:
+                    continue  # followed as the node was created
                 # The moment the node's weight falls below the scaled
                 # elapsed fraction (_stage's test), if still to come.
                 moment = at + rendezvous.weight(key, hashed) / scale

@@ -119,10 +119,15 @@ def _turn(
     involved: Sequence[Sequence[tuple[int, float, float]]],
 ) -> float:
     """When the node passes its share of these conductors' changes (each
-    as ``rollout.hashed_changes`` gives them): the earliest such moment."""
+    as ``rollout.hashed_changes`` gives them): the earliest such moment;
+    a change's start for a node created after it began, which follows it
+    at once (rollout.py)."""
     key = rendezvous.hash64(node.hash_key)
+    created = node.created_at
     return min(
-        at + rendezvous.weight(key, hashed) / scale
+        at
+        if created is not None and created >= at
+        else at + rendezvous.weight(key, hashed) / scale
         for changes in involved
         for hashed, at, scale in changes
     )

@@ -13,8 +13,10 @@
 """The commands that read the running deployment: ``plan --live``,
 ``explain NODE``, ``check`` and ``members``.
 
-They read ironic.conf, the coordination backend and, but for
-``members``, Ironic's database; they write nothing.
+They read ironic.conf, the coordination backend and Ironic's database
+(``members`` only where ``[database]connection`` is set, for the nodes
+still to move and the takeovers pending, and without it if it cannot);
+they write nothing.
 """
 
 import time
@@ -22,12 +24,14 @@ from typing import Any
 
 from oslo_config import cfg
 from oslo_log import log
+import sqlalchemy as sa
 
 from ironic_affinity import conf as affinity_conf
 from ironic_affinity import exception
 from ironic_affinity import report
 from ironic_affinity._i18n import _
 from ironic_affinity.cmd import output
+from ironic_affinity.integration.data import ironic_db
 from ironic_affinity.integration.data import live
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import service
@@ -42,6 +46,20 @@ LIVE_OPTS = [
     ('database', cfg.StrOpt('connection', secret=True)),
     ('conductor', cfg.IntOpt('heartbeat_timeout', default=60)),
 ]
+
+
+def _switching(
+    deployment: live.Deployment, now: float, count_nodes: bool = True
+) -> dict[str, Any]:
+    """Where the deployment stands between Ironic's ring and affinity
+    placement, with the takeovers pending; with the nodes still to change
+    side unless ``count_nodes`` is false."""
+    return report.switching(
+        deployment.agreement,
+        now,
+        deployment.nodes if count_nodes else (),
+        live.takeovers_pending(deployment, now),
+    )
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
@@ -89,12 +107,7 @@ def plan(conf: cfg.ConfigOpts, args: Any) -> int:
     result = report.plan(
         deployment.conductors, deployment.nodes, set(args.down), now
     )
-    result['placement'] = report.switching(
-        deployment.agreement,
-        now,
-        deployment.nodes,
-        live.takeovers_pending(deployment, now),
-    )
+    result['placement'] = _switching(deployment, now)
     output.emit(
         result,
         _placed_by_affinity_note(result['placement'])
@@ -134,13 +147,8 @@ def explain(conf: cfg.ConfigOpts, args: Any, wanted: str) -> int:
         now=now,
     )
     switches = deployment.agreement.adoption
-    key = (found[0].uuid or found[0].name).encode('utf-8')
-    result['placement'] = report.switching(
-        deployment.agreement,
-        now,
-        takeovers_pending=live.takeovers_pending(deployment, now),
-    )
-    result['side'] = switches.side(key, now)
+    result['placement'] = _switching(deployment, now, count_nodes=False)
+    result['side'] = switches.side_of(found[0], now)
     output.emit(
         result,
         _placed_by_affinity_note(result['placement'])
@@ -155,12 +163,7 @@ def check(conf: cfg.ConfigOpts, args: Any) -> int:
     result = report.check(deployment.conductors, deployment.nodes)
     result['not_members'] = sorted(deployment.not_members)
     now = time.time()
-    result['placement'] = report.switching(
-        deployment.agreement,
-        now,
-        deployment.nodes,
-        live.takeovers_pending(deployment, now),
-    )
+    result['placement'] = _switching(deployment, now)
     output.emit(result, report.render_check(result), args.format)
     problems = result['orphans'] or result['over_capacity']
     return EXIT_PROBLEM if problems else 0
@@ -180,6 +183,29 @@ def members(conf: cfg.ConfigOpts, args: Any) -> int:
         age=snapshot.age(),
         now=time.time(),
     )
+    if conf.database.connection and not snapshot.stale:
+        result['placement'] = _placement_from_database(conf, snapshot, result)
     output.emit(result, report.render_members(result), args.format)
     # An unreadable backend shows in the status too, for monitoring.
     return EXIT_PROBLEM if snapshot.stale else 0
+
+
+def _placement_from_database(
+    conf: cfg.ConfigOpts, snapshot: Any, result: dict[str, Any]
+) -> dict[str, Any]:
+    """The switch as the members report it, with what only Ironic's
+    database tells: the conductors active in Ironic that are not
+    members, the nodes still to change side and the takeovers pending.
+    The members' report without them, saying why, when the database
+    cannot be read: the group is what this command is for."""
+    try:
+        deployment = live.read(conf, snapshot)
+    except sa.exc.SQLAlchemyError as exc:
+        LOG.warning(
+            "Cannot read Ironic's database for the nodes still to move "
+            'and the takeovers pending: %s',
+            ironic_db.error_text(exc),
+        )
+        return dict(result['placement'], database_error=str(exc))
+    now = time.time()
+    return _switching(deployment, now)

@@ -28,6 +28,7 @@ first by itself.
 """
 
 import importlib
+import math
 import sys
 import time
 from types import ModuleType
@@ -124,6 +125,7 @@ def _install_membership() -> None:
 
     def start(self: Any) -> None:
         _warm_up()
+        _check_stop_budget()
         join_before_registering(self.manager)
         try:
             original_start(self)
@@ -139,8 +141,9 @@ def _install_membership() -> None:
         # after the member timeout; unless Ironic keeps the conductor
         # registered (SIGUSR1, for a restart), when the entry stays until
         # the member timeout, and the nodes with it.
+        began = time.monotonic()
         if leave(self.manager, not _deregisters(self)):
-            _drain(self.manager.host)
+            _drain(self.manager.host, began)
         original_stop(self)
 
     rpc_service.RPCService.start = start
@@ -190,25 +193,99 @@ def _sized_period(own_name: str) -> float:
     )
 
 
+# A request routed to the conductor just before the last view changed
+# still has to reach its workers: on Ironic 29 under a load average of
+# 45, a power action received 0.9 s before the end of a 2 s drain asked
+# for a worker 1.3 s after it arrived, after Ironic had shut them down.
+IN_FLIGHT_SECONDS = 2.0
+
+
 def drain_seconds(conf: Any) -> float:
     """How long a conductor that left the group keeps serving before
     Ironic stops it: every process reads the group once a watch interval,
-    so within two of them none routes a request to it any more. Stopped
-    at once, it would answer a request routed to it meanwhile with
-    Ironic's "Can not schedule new futures after being shutdown"."""
-    return 2.0 * float(conf.affinity.watch_interval)
+    so within two of them none routes a request to it any more; then the
+    requests routed before that have IN_FLIGHT_SECONDS to be taken up.
+    Stopped at once, it would answer a request routed to it meanwhile
+    with Ironic's "Can not schedule new futures after being shutdown"."""
+    return 2.0 * float(conf.affinity.watch_interval) + IN_FLIGHT_SECONDS
 
 
-def _drain(name: str) -> None:
+# Leaving the group (tooz's leave, then the coordinator's stop) took up
+# to 1 s on a loaded machine (Ironic 39, end to end): allowed twice that.
+LEAVE_SECONDS = 2.0
+
+
+def stop_budget(conf: Any) -> float | None:
+    """Seconds of a conductor's stop the plugin may spend leaving the
+    group and draining: half of ``[DEFAULT]graceful_shutdown_timeout``,
+    the service launcher's bound on the whole stop. The other half is
+    Ironic's own stop: killed past the bound, the conductor neither
+    deregisters nor releases its reservations, and every ring keeps it
+    until Ironic's heartbeat timeout. None: no bound (0 waits for ever;
+    or the option is not registered in this process)."""
+    timeout = getattr(conf, 'graceful_shutdown_timeout', None)
+    if not timeout or timeout <= 0:
+        return None
+    return float(timeout) / 2.0
+
+
+def _check_stop_budget() -> None:
+    """Say at start, not at the first stop, when the launcher's bound
+    leaves too little for the drain."""
     from ironic.conf import CONF
     from oslo_log import log
 
-    seconds = drain_seconds(CONF)
-    log.getLogger(__name__).info(
-        'Conductor %(name)s left the affinity group; it serves %(seconds).1f '
-        's more, until every process routes its nodes elsewhere',
-        {'name': name, 'seconds': seconds},
-    )
+    budget = stop_budget(CONF)
+    wanted = LEAVE_SECONDS + drain_seconds(CONF)
+    if budget is not None and budget < wanted:
+        log.getLogger(__name__).warning(
+            '[DEFAULT]graceful_shutdown_timeout = %(timeout)s leaves this '
+            'conductor %(budget).1f s to leave the affinity group and '
+            'drain as it stops, of the %(wanted).1f s it takes: requests '
+            'routed to it meanwhile may fail. Set it to %(least)d or more.',
+            {
+                'timeout': CONF.graceful_shutdown_timeout,
+                'budget': budget,
+                'wanted': wanted,
+                'least': math.ceil(2 * wanted),
+            },
+        )
+
+
+def drain_left(conf: Any, spent: float) -> float:
+    """How long to drain, ``spent`` seconds into a stop: drain_seconds,
+    or what is left of the stop budget if less."""
+    wanted = drain_seconds(conf)
+    budget = stop_budget(conf)
+    if budget is None:
+        return wanted
+    return max(0.0, min(wanted, budget - spent))
+
+
+def _drain(name: str, began: float) -> None:
+    """Serve on for drain_seconds after leaving, within the stop budget
+    counted from ``began``, when the stop began."""
+    from ironic.conf import CONF
+    from oslo_log import log
+
+    wanted = drain_seconds(CONF)
+    seconds = drain_left(CONF, time.monotonic() - began)
+    logger = log.getLogger(__name__)
+    if seconds < wanted:
+        logger.warning(
+            'Conductor %(name)s left the affinity group; it serves only '
+            '%(seconds).1f s more of %(wanted).1f s, within half of '
+            '[DEFAULT]graceful_shutdown_timeout: a request routed to it '
+            'before every process has read the group may fail',
+            {'name': name, 'seconds': seconds, 'wanted': wanted},
+        )
+    else:
+        logger.info(
+            'Conductor %(name)s left the affinity group; it serves '
+            '%(seconds).1f s more, until every process routes its nodes '
+            'elsewhere',
+            {'name': name, 'seconds': seconds},
+        )
     time.sleep(seconds)
 
 

@@ -257,8 +257,7 @@ class PlacementReporter:
             placed[node.uuid or node.name] = conductor
             waiting += answer.conductor != answer.final
             if switching:
-                key = (node.uuid or node.name).encode('utf-8')
-                to_switch += bool(switches.pending(key, now))
+                to_switch += bool(switches.pending_of(node, now))
             if conductor is not None:
                 loads[conductor] += 1
         loads.pop('', None)

@@ -16,6 +16,7 @@ routes requests by (see :mod:`ironic_affinity.integration.api.affinity_api`
 for who may ask).
 """
 
+import datetime
 import time
 from typing import Any
 
@@ -48,6 +49,17 @@ def _membership(
     }
 
 
+def _created_at(text: Any) -> int | None:
+    """Ironic's ``created_at`` of a node (ISO 8601), as published."""
+    if not isinstance(text, str):
+        return None
+    try:
+        found = datetime.datetime.fromisoformat(text.replace('Z', '+00:00'))
+    except ValueError:
+        return None
+    return node_facts.created_seconds(found)
+
+
 def node_affinity(
     conf: cfg.ConfigOpts,
     services: process_services.ProcessServices,
@@ -75,6 +87,7 @@ def node_affinity(
         uuid=uuid,
         driver=driver,
         conductor_group=group,
+        created_at=_created_at(node.get('created_at')),
     )
     placer = state.placements[True]
     computed = services.capacity.current(placer, True)
@@ -105,10 +118,10 @@ def node_affinity(
     now = time.time()
     result.update(
         placement=report.switching(state.agreement, now),
-        side=switches.side(uuid.encode('utf-8'), now),
+        side=switches.side_of(request, now),
         switch_moves=[
             {'from': m.source, 'to': m.target, 'at': round(m.at, 3)}
-            for m in switches.pending(uuid.encode('utf-8'), now)
+            for m in switches.pending_of(request, now)
         ],
     )
     return result

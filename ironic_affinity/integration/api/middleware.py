@@ -68,14 +68,26 @@ def max_body() -> int:
         return door.DEFAULT_MAX_BODY
 
 
+# Whatever this process's hash_ring_manager: it is a conductor's vote,
+# and an API process follows the deployment's switches either way (a
+# switch to affinity happens while API processes still say "stock":
+# doc/source/admin/adoption.rst). These three were done only with
+# "affinity" until December 2026: after a switch, an API process left at
+# "stock" sent no change notices (other processes saw its writes at the
+# next full read of the table, 120 s) and, for about a second, placed a
+# node it had just created by hashing alone (its uuid looked up before
+# its row existed, outside fresh_nodes.creating, is taken as absent):
+# likely what the adoption case saw on Ironic 35, two new nodes on
+# another conductor in one sample.
+
+
 def _note_written(node: str) -> None:
-    if CONF.affinity.hash_ring_manager == 'affinity':
-        service.note_node_written(CONF, node)
-        services = process_services.if_started()
-        if services is not None and node_facts.is_uuid(node):
-            # This process places the node by its new row at once; the
-            # others when the notice has gone round.
-            services.node_tags.written(node)
+    service.note_node_written(CONF, node)
+    services = process_services.if_started()
+    if services is not None and node_facts.is_uuid(node):
+        # This process places the node by its new row at once; the
+        # others when the notice has gone round.
+        services.node_tags.written(node)
 
 
 def _creating(
@@ -83,8 +95,6 @@ def _creating(
 ) -> contextlib.AbstractContextManager[None]:
     """While Ironic creates the node of this body (the door has checked
     its tags): this process places it by them."""
-    if CONF.affinity.hash_ring_manager != 'affinity':
-        return contextlib.nullcontext()
     extra = document.get(door.FIELD)
     try:
         found = node_facts.tags_from_extra(extra, tags_key(), 'in request')
@@ -132,13 +142,12 @@ class AffinityMiddleware:
     def __call__(
         self, environ: dict[str, Any], start_response: Callable[..., Any]
     ) -> Iterable[bytes]:
-        if CONF.affinity.hash_ring_manager == 'affinity':
-            # Lets the upgrade check tell this API from one without us.
-            # On the first request of each process, never in __init__:
-            # Ironic builds the application in the parent before forking
-            # its workers, and a thread of ours busy there (importing the
-            # tooz driver, say) at the fork would leave a lock held for
-            # ever in the worker.
-            service.announce_api(CONF)
-            process_services.mark_api_process()
+        # Lets the upgrade check tell this API from one without us.
+        # On the first request of each process, never in __init__:
+        # Ironic builds the application in the parent before forking
+        # its workers, and a thread of ours busy there (importing the
+        # tooz driver, say) at the fork would leave a lock held for
+        # ever in the worker.
+        service.announce_api(CONF)
+        process_services.mark_api_process()
         return self.api(environ, start_response)

@@ -149,7 +149,14 @@ def read(
                 row
                 for batch in ironic_db.node_batches(
                     connection,
-                    ('uuid', 'name', 'driver', 'conductor_group', 'extra'),
+                    (
+                        'uuid',
+                        'name',
+                        'driver',
+                        'conductor_group',
+                        'extra',
+                        'created_at',
+                    ),
                 )
                 for row in batch
             ]
@@ -159,7 +166,7 @@ def read(
             database.dispose()
     nodes = []
     bad = {}
-    for uuid, name, driver, group, extra in rows:
+    for uuid, name, driver, group, extra, created_at in rows:
         try:
             found = node_facts.tags_from_extra(extra, key, uuid)
         except (exception.InvalidTag, ValueError) as exc:
@@ -172,6 +179,7 @@ def read(
                 uuid=uuid,
                 driver=driver,
                 conductor_group=(group or '').lower(),
+                created_at=node_facts.created_seconds(created_at),
             )
         )
     return _deployment(snapshot, active, nodes, bad, taken_by)

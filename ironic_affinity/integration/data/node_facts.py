@@ -22,7 +22,13 @@ apart as it was put together is never trusted, whoever wrote it.
 What is published of a node is its hardware type and conductor group
 beside its tags: the ring needs only the tags, but the placement metrics
 place every node, which they can then do from memory, rather than each
-reporting process reading the table.
+reporting process reading the table. Its creation time travels beside
+them, after a tab: a change of placement that began before a node was
+created moves it at once, since no conductor held it before
+(:mod:`ironic_affinity.rollout`), and every process must know that
+alike. On the backend the creation times are a map of their own beside
+the texts (:mod:`ironic_affinity.membership.tag_board`), which readers
+of an earlier release do not read.
 
 Tags live in the node's ``extra`` field under a configurable key, as a
 list or a comma/space separated string. A value outside the tag grammar
@@ -33,7 +39,9 @@ the node is still placed.
 
 from collections.abc import Iterable
 import dataclasses
+import datetime
 import json
+import math
 from typing import Any
 import uuid as uuidlib
 
@@ -42,26 +50,30 @@ from oslo_log import log
 from ironic_affinity import exception
 from ironic_affinity import profile
 from ironic_affinity import tags
+from ironic_affinity.membership import tag_board
 
 LOG = log.getLogger(__name__)
 
 NO_TAGS: frozenset[str] = frozenset()
 # The columns read of each node.
-COLUMNS = ('uuid', 'extra', 'driver', 'conductor_group')
+COLUMNS = ('uuid', 'extra', 'driver', 'conductor_group', 'created_at')
 # Between the parts of a node's published text: in none of them (tags,
 # driver names and conductor groups are words of letters, digits, dots,
 # dashes and underscores).
 SEPARATOR = '\n'
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class NodeFacts:
-    """What is published of one node; one object per distinct value,
-    shared by the nodes that have it."""
+    """What is published of one node. Without a creation time, one
+    object per distinct value, shared by the nodes that have it."""
 
     driver: str
     conductor_group: str
     tags: frozenset[str]
+    # Seconds since the epoch, rounded up; None when not published (a
+    # publisher of an earlier release).
+    created_at: int | None = None
 
 
 NO_FACTS = NodeFacts('', '', NO_TAGS)
@@ -80,6 +92,7 @@ def requests(
             uuid=uuid,
             driver=facts.driver or None,
             conductor_group=facts.conductor_group if use_groups else '',
+            created_at=facts.created_at,
         )
         for uuid, facts in nodes
     ]
@@ -106,24 +119,44 @@ def is_uuid(ident: str) -> bool:
         return False
 
 
-def encode(driver: str, group: str, tag_text: str) -> str:
-    """A node as published: hardware type, conductor group (in lower
-    case, as Ironic matches it) and tags, sorted and comma-separated."""
-    return SEPARATOR.join((driver, group.lower(), tag_text))
+def created_seconds(created_at: Any) -> int | None:
+    """A row's ``created_at`` (naive UTC, as Ironic stores it) in whole
+    seconds since the epoch, rounded up: a node created in the second a
+    change began counts as created after it."""
+    if not isinstance(created_at, datetime.datetime):
+        return None
+    if created_at.tzinfo is None:
+        created_at = created_at.replace(tzinfo=datetime.timezone.utc)
+    return int(math.ceil(created_at.timestamp()))
+
+
+def encode(
+    driver: str, group: str, tag_text: str, created_at: int | None = None
+) -> str:
+    """A node as held: hardware type, conductor group (in lower case, as
+    Ironic matches it) and tags, sorted and comma-separated; then its
+    creation time, when known (:func:`tag_board.with_created`)."""
+    return tag_board.with_created(
+        SEPARATOR.join((driver, group.lower(), tag_text)), created_at
+    )
 
 
 def encode_facts(facts: NodeFacts) -> str:
     """The text that a node's facts were decoded from."""
     return encode(
-        facts.driver, facts.conductor_group, ','.join(sorted(facts.tags))
+        facts.driver,
+        facts.conductor_group,
+        ','.join(sorted(facts.tags)),
+        facts.created_at,
     )
 
 
 def decode(text: str) -> NodeFacts:
-    """A node's facts from its published text; none from a text that
-    this module did not write."""
+    """A node's facts from its published text, without its creation
+    time (:func:`tag_board.split_created` takes it off); none from a text
+    that this module did not write."""
     parts = text.rsplit(SEPARATOR, 2)
-    if len(parts) != 3:
+    if len(parts) != 3 or tag_board.CREATED_SEPARATOR in text:
         return NO_FACTS
     try:
         node_tags = tags.parse_tags(parts[2], 'published node tags')
@@ -147,16 +180,20 @@ class RowEncoder:
         extra: Any,
         driver: str | None,
         group: str | None,
+        created_at: Any = None,
         warn: bool = True,
     ) -> str:
-        """A node's row (see :data:`COLUMNS`) as published.
+        """A node's row (see :data:`COLUMNS`) as held.
 
         :param warn: warn of unusable tags: the reader of the table
             does, one process for the deployment; a row read for a
             lookup is placed the same way without a warning of its own.
         """
         return encode(
-            driver or '', group or '', self._tag_text(uuid, extra, warn)
+            driver or '',
+            group or '',
+            self._tag_text(uuid, extra, warn),
+            created_seconds(created_at),
         )
 
     def _tag_text(self, uuid: str, extra: Any, warn: bool = True) -> str:

@@ -227,6 +227,14 @@ class NodeTagCache:
         found = self.fresh.lookup(uuid, self._follower.held(uuid))
         return None if found is None else found.tags
 
+    def created_at(self, uuid: str) -> float | None:
+        """When the node was created, as held (after :meth:`lookup`);
+        None when not known."""
+        found = self.facts(uuid)
+        if found is None or found.created_at is None:
+            return None
+        return float(found.created_at)
+
     def written(self, uuid: str) -> None:
         """This process has just created or updated the node through
         Ironic's API: place it by what its row holds now."""

@@ -63,7 +63,9 @@ class SwitchingRing:
     ) -> set[str]:
         uuid = rings.uuid_of(data)
         now = self._clock()
-        side = self.switches.side(uuid.encode('utf-8'), now)
+        side = self.switches.side(
+            uuid.encode('utf-8'), now, self._created_at(uuid, now)
+        )
         if self.stock is not None and (
             side == adoption.STOCK or self.affinity is None
         ):
@@ -79,6 +81,15 @@ class SwitchingRing:
         return self.affinity.get_nodes(
             data, ignore_nodes=ignore_nodes, replicas=replicas
         )
+
+    def _created_at(self, uuid: str, now: float) -> float | None:
+        """When the node was created, while a switch runs: one created
+        after it began is on its side from the start."""
+        if not self.switches.active(now) or not isinstance(
+            self.affinity, rings.AffinityRing
+        ):
+            return None
+        return self.affinity.created_of(uuid)
 
     def _forced_away(self, uuid: str, found: set[str], now: float) -> bool:
         newest = self.switches.switches[-1]

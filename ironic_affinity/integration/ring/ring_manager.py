@@ -140,6 +140,7 @@ class AffinityHashRingManager:
             services.orphans.excluded,
             _no_valid_host,
             services.capacity.lookup(placer, self.use_groups),
+            created_at=services.node_tags.created_at,
         )
 
 
@@ -150,7 +151,7 @@ def conductor_of(node: profile.NodeRequest) -> str | None:
         ring = AffinityHashRingManager().get_ring(
             node.driver or '', node.conductor_group
         )
-        return str(ring.get_nodes((node.uuid or node.name).encode()).pop())
+        return str(ring.get_nodes(node.hash_key).pop())
     except Exception:  # noqa: BLE001 - no conductor, whatever the reason
         return None
 

@@ -23,6 +23,7 @@ pop() raises NoValidHost with the reason.
 
 from collections.abc import Callable
 from collections.abc import Iterable
+import math
 import time
 
 from ironic_affinity import engine
@@ -36,6 +37,9 @@ from ironic_affinity.integration.ring import capacity_state
 #: A node's tags by uuid: None for a node not in the database; raises
 #: NodeTagsUnreadable (see node_tags.NodeTagCache.lookup).
 NodeLookup = Callable[[str], frozenset[str] | None]
+#: When a node was created, by uuid, as held after a NodeLookup of it
+#: (see node_tags.NodeTagCache.created_at); None when unknown.
+CreatedLookup = Callable[[str], float | None]
 
 
 def uuid_of(data: bytes | str) -> str:
@@ -69,13 +73,16 @@ class AffinityRing:
         error: Callable[[str], Exception],
         under_capacity: capacity_state.SettledLookup | None = None,
         clock: Callable[[], float] = time.time,
+        created_at: CreatedLookup | None = None,
     ) -> None:
         """:param placer: where nodes go (ironic_affinity.placement).
         :param under_capacity: given when a conductor has a
             ``max_nodes``: then a node's conductor depends on the other
             nodes, and this gives the node set to answer from.
         :param clock: seconds since the epoch, as conductors publish
-            their changes: read while a change rolls out."""
+            their changes: read while a change rolls out.
+        :param created_at: when a node was created: one created after a
+            change began follows it at once."""
         self.placer = placer
         self.driver = driver
         self.group = group
@@ -86,6 +93,25 @@ class AffinityRing:
         self._error = error
         self._under_capacity = under_capacity
         self._clock = clock
+        self._created_at = created_at
+
+    def created(self, uuid: str, node_tags: frozenset[str]) -> float | None:
+        """When the node was created, as far as this process knows: now
+        for the node this thread is creating."""
+        if isinstance(node_tags, fresh_nodes.BeingCreated):
+            return float(math.ceil(self._clock()))
+        if self._created_at is None:
+            return None
+        return self._created_at(uuid)
+
+    def created_of(self, uuid: str) -> float | None:
+        """When the node was created, looking it up as :meth:`get_nodes`
+        does; None when unknown or unreadable."""
+        try:
+            node_tags = self._node_tags(uuid)
+        except exception.NodeTagsUnreadable:
+            return None
+        return None if node_tags is None else self.created(uuid, node_tags)
 
     def request(
         self, uuid: str, node_tags: frozenset[str]
@@ -96,6 +122,10 @@ class AffinityRing:
             uuid=uuid,
             driver=self.driver,
             conductor_group=self.group,
+            # Only a timed placement (a change being rolled out) reads it.
+            created_at=(
+                self.created(uuid, node_tags) if self.placer.timed else None
+            ),
         )
 
     def get_nodes(

@@ -150,8 +150,10 @@ _POWER_SYNC = re.compile(
     r'Attempting to get shared lock on node (\S+) \(for power state sync\)'
 )
 _TIMED_POWER_SYNC = re.compile(
-    r'^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) .*Attempting to get shared '
-    r'lock on node (\S+) \(for power state sync\)',
+    r'^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) .*(?:Attempting to get '
+    r'shared lock on node (\S+) \(for power state sync\)|(Completed) power '
+    r'state sync operation, evaluated \d+ nodes(?: with \d+ workers in '
+    r'([\d.]+) seconds)?)',
     re.MULTILINE,
 )
 
@@ -754,23 +756,51 @@ class Deployment(fixtures.Fixture):
                 found.setdefault(node, set()).add(self.conductor_name(index))
         return found
 
-    def power_syncs_at(
+    def power_sync_passes(
         self, offsets: dict[str, int]
-    ) -> dict[str, list[tuple[float, str]]]:
-        """node uuid -> (when, conductor) of each power sync since then,
-        by the logs' clock (this host's local time)."""
-        found: dict[str, list[tuple[float, str]]] = {}
+    ) -> dict[str, list[tuple[float, float, frozenset[str]]]]:
+        """conductor name -> (start, end, node uuids) of each power sync
+        pass since then, in order, by the logs' clock (this host's local
+        time).
+
+        A conductor lists the nodes it holds by the ring as a pass
+        begins and syncs them one by one after, so the start is when it
+        took those nodes for its own. Ironic 32 and later log each pass's
+        runtime as it ends; Ironic 29 does not, and its pass is taken to
+        begin at its first sync (its listing is just before it). A pass
+        still running as the log is read (or cut by a stop) ends at its
+        last sync.
+        """
+        found: dict[str, list[tuple[float, float, frozenset[str]]]] = {}
         for name, offset in offsets.items():
-            index = int(name[len('conductor') :])
+            conductor = self.conductor_name(int(name[len('conductor') :]))
             with open(os.path.join(self.dir, name + '.log'), 'rb') as log:
                 log.seek(offset)
                 text = log.read().decode(errors='replace')
-            for stamp, node in _TIMED_POWER_SYNC.findall(text):
+            passes = found.setdefault(conductor, [])
+            synced: list[tuple[float, str]] = []
+            for stamp, node, completed, runtime in _TIMED_POWER_SYNC.findall(
+                text
+            ):
                 at = datetime.datetime.strptime(
                     stamp, '%Y-%m-%d %H:%M:%S.%f'
                 ).timestamp()
-                found.setdefault(node, []).append(
-                    (at, self.conductor_name(index))
+                if not completed:
+                    synced.append((at, node))
+                    continue
+                if synced:
+                    began = synced[0][0]
+                    if runtime:
+                        began = min(began, at - float(runtime))
+                    passes.append((began, at, frozenset(n for _, n in synced)))
+                synced = []
+            if synced:
+                passes.append(
+                    (
+                        synced[0][0],
+                        synced[-1][0],
+                        frozenset(n for _, n in synced),
+                    )
                 )
         return found
 

@@ -33,6 +33,8 @@ from ironic_affinity.tests.e2e import load
 
 MOVING = 300
 BYSTANDERS = 20
+# Created just after the change began, with the moving nodes' tags.
+LATE = 10
 PERIOD = 60
 WINDOW = 10
 SAMPLE = 0.5
@@ -201,6 +203,14 @@ class RebalanceTestCase(base.TestCase):
             1, soft_affinity_tags='rack10:5', rebalance_period=str(PERIOD)
         )
         changed_at = self.wait_change(first)
+        # Nodes created once the change has begun follow it at once: no
+        # conductor held them before it, so nothing is saved by waiting.
+        late = {
+            n.uuid
+            for n in load.create_nodes(
+                dep.api_port, LATE, prefix='late', tags=lambda i: 'rack10'
+            )
+        }
 
         arrived = {}
         killed_at = None
@@ -208,6 +218,9 @@ class RebalanceTestCase(base.TestCase):
         while time.time() < changed_at + PERIOD + REFRESH + 5:
             now = time.time()
             placed = self.placements()
+            self.assertEqual(
+                {first}, {placed.get(node) for node in late}, 'late nodes'
+            )
             for node in moving:
                 where = placed.get(node)
                 if where == first:
@@ -285,7 +298,9 @@ class RebalanceTestCase(base.TestCase):
         # first syncs.
         self.assertLess(worst_overlap, REFRESH + SYNC_INTERVAL + longest_pass)
         placed = self.placements()
-        self.assert_power_sync({n: placed[n] for n in moving})
+        self.assert_power_sync({n: placed[n] for n in moving | late})
+        # Nor did conductor2 ever sync a late node: it never held one.
+        self.assertEqual({}, {n: given[n] for n in late if n in given})
 
         base.record(
             test='rebalance',

@@ -102,6 +102,9 @@ class FakeTags:
         found = self.held.get(uuid)
         return None if found is None else found.tags
 
+    def created_at(self, uuid: str) -> float | None:
+        return getattr(self.held.get(uuid), 'created_at', None)
+
 
 class Sink:
     """Records what a metrics reporter sends."""

@@ -12,12 +12,14 @@
 
 """Switches between Ironic's ring and affinity placement, node by node."""
 
+import dataclasses
 import math
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ironic_affinity import adoption
+from ironic_affinity import profile
 from ironic_affinity.tests import base
 
 T0 = 1_800_000_000.0
@@ -80,6 +82,84 @@ class AdoptionTestCase(base.TestCase):
             previous = current
         self.assertEqual(set(), previous)
         self.assertEqual(adoption.STOCK, found.settled())
+
+    def test_a_node_created_during_a_switch_is_on_its_side_at_once(self):
+        found = adoption.Adoption([adoption.Switch('affinity', T0, PERIOD)])
+        created = T0 + 10
+        for key in KEYS[:300]:
+            for now in (created, T0 + PERIOD / 2):
+                self.assertEqual(
+                    adoption.AFFINITY, found.side(key, now, created)
+                )
+                self.assertEqual([], found.pending(key, now, created))
+        # Created before it began: paced, as if its time were unknown.
+        self.assertEqual(
+            on_affinity(found, T0 + 60),
+            {k for k in KEYS if found.side(k, T0 + 60, T0 - 1) == 'affinity'},
+        )
+
+    def test_a_node_is_keyed_by_uuid_with_its_creation_time(self):
+        # side_of and pending_of: what the rings, the API and the CLI ask
+        # of a node, as side and pending of its uuid (the name only
+        # where there is none) and its creation time.
+        found = adoption.Adoption([adoption.Switch('affinity', T0, PERIOD)])
+        now = T0 + PERIOD / 2
+        for index in range(300):
+            uuid = '00000000-0000-0000-0000-%012d' % index
+            for created_at in (None, T0 - 5, T0 + 10):
+                node = dataclasses.replace(
+                    profile.NodeRequest.build('name-%d' % index, uuid=uuid),
+                    created_at=created_at,
+                )
+                key = uuid.encode()
+                self.assertEqual(
+                    found.side(key, now, created_at), found.side_of(node, now)
+                )
+                self.assertEqual(
+                    found.pending(key, now, created_at),
+                    found.pending_of(node, now),
+                )
+            late = profile.NodeRequest.build('late', uuid=uuid)
+            self.assertEqual(
+                adoption.AFFINITY,
+                found.side_of(
+                    dataclasses.replace(late, created_at=T0 + 1), T0 + 1
+                ),
+            )
+        nameless = profile.NodeRequest.build('only-a-name')
+        self.assertEqual(
+            found.side(b'only-a-name', now), found.side_of(nameless, now)
+        )
+
+    def test_a_node_created_before_an_abort_moves_back_at_its_pace(self):
+        half = T0 + PERIOD / 2
+        found = adoption.Adoption(
+            [
+                adoption.Switch('affinity', T0, PERIOD),
+                adoption.Switch('stock', half, PERIOD),
+            ]
+        )
+        created = T0 + 10
+        # On affinity from its creation until the abort, then back to
+        # Ironic's ring at its moment in the abort, as every node is.
+        self.assertEqual(
+            {adoption.AFFINITY},
+            {found.side(k, half - 1, created) for k in KEYS},
+        )
+        back = {
+            k
+            for k in KEYS
+            if found.side(k, half + PERIOD / 2, created) == adoption.STOCK
+        }
+        self.assertLess(abs(len(back) - len(KEYS) / 2), 150)
+        for key in KEYS[:100]:
+            moves = found.pending(key, half, created)
+            self.assertEqual(1, len(moves))
+            self.assertEqual(adoption.STOCK, moves[0].target)
+        # Created after the abort began: on Ironic's ring from the start.
+        self.assertEqual(
+            {adoption.STOCK}, {found.side(k, half + 1, half + 1) for k in KEYS}
+        )
 
     def test_pending_moves_are_when_the_side_changes(self):
         switches = [

@@ -347,6 +347,59 @@ class PacedPlacerTestCase(base.TestCase):
         lonely = dataclasses.replace(lonely, conductor_group='g9')
         self.assertEqual(('c4', True), paced.explain(lonely, T0))
 
+    def test_a_node_created_after_the_change_began_never_waits(self):
+        # Nodes that exist since the change began, and the same nodes
+        # had they been created 5 s after it: those go where the change
+        # puts them at once, and have nothing pending.
+        created = [
+            dataclasses.replace(n, created_at=T0 + 5) for n in self.nodes
+        ]
+        for now in (T0 + 5, T0 + 20, T0 + 40):
+            self.assertEqual(
+                {n.name: self.new[n.name] for n in created},
+                placed(self.paced, created, now),
+            )
+            for node in created:
+                self.assertEqual((), self.paced.stages(node, now))
+                self.assertEqual([], self.paced.pending(node, now))
+        # Created before the change: paced as any other node.
+        older = [dataclasses.replace(n, created_at=T0 - 1) for n in self.nodes]
+        self.assertEqual(self.old, placed(self.paced, older, T0))
+        self.assertEqual(
+            placed(self.paced, self.nodes, T0 + 20),
+            placed(self.paced, older, T0 + 20),
+        )
+
+    def test_a_node_created_between_two_changes_waits_for_the_second(self):
+        third = conductor('c1', soft_affinity_tags='rack3:5')
+        twice = dataclasses.replace(
+            third,
+            changes=(
+                profile.ProfileChange(self.before, T0, PERIOD),
+                profile.ProfileChange(self.after, T0 + 30, PERIOD),
+            ),
+        )
+        paced = rollout.PacedPlacer(
+            engine.PlacementEngine([twice] + self.others)
+        )
+        created = [
+            dataclasses.replace(n, created_at=T0 + 10) for n in self.nodes
+        ]
+        # Before the second change: where the first one puts them.
+        self.assertEqual(
+            {n.name: self.new[n.name] for n in created},
+            placed(paced, created, T0 + 29),
+        )
+        # During it, some follow it at their moments, and wait till then.
+        halfway = placed(paced, created, T0 + 60)
+        final = plain([third] + self.others, self.nodes)
+        waiting = [n for n in created if halfway[n.name] != final[n.name]]
+        self.assertTrue(waiting)
+        for node in waiting:
+            self.assertEqual(self.new[node.name], halfway[node.name])
+            (move,) = paced.pending(node, T0 + 60)
+            self.assertEqual(final[node.name], move.target)
+
     def test_fallback_order_starts_with_the_paced_conductor(self):
         for node in self.nodes[:30]:
             order = self.paced.fallback_order(node, T0)
@@ -396,7 +449,7 @@ class OverlappingTestCase(base.TestCase):
                 self.assertEqual(
                     self.expected(node, now), paced.conductor(node, now)
                 )
-                seen_stages.add(paced.stages(node.hash_key, now))
+                seen_stages.add(paced.stages(node, now))
         # The test saw nodes at every stage of c1 and both of c2.
         self.assertGreater(len(seen_stages), 5)
         final = plain([self.c1[2], self.c2[1], self.c3], self.nodes)
@@ -544,3 +597,10 @@ class PropertiesTestCase(base.TestCase):
                 final.place(node).conductor,
                 paced.conductor(node, T0 + 200),
             )
+            # Created after every change began: there from the start.
+            newer = dataclasses.replace(node, created_at=T0 + 100)
+            self.assertEqual(
+                final.place(node).conductor,
+                paced.conductor(newer, max(now, T0 + 100)),
+            )
+            self.assertEqual([], paced.pending(newer, max(now, T0 + 100)))

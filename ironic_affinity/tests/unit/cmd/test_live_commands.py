@@ -18,6 +18,7 @@ import json
 import types
 
 import fixtures
+import sqlalchemy as sa
 
 from ironic_affinity import adoption
 from ironic_affinity.cmd import live_commands
@@ -105,4 +106,70 @@ class TakeoversTestCase(base.TestCase):
             self.run_command(live_commands.check, deployment, 'json')
         )
         self.assertEqual('stock', found['placement']['state'])
+        self.assertNotIn('takeovers_pending', found['placement'])
+
+
+class MembersTestCase(base.TestCase):
+    """``members`` reads the group, and Ironic's database where one is
+    configured, for what only it tells."""
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(
+            fixtures.MockPatchObject(live_commands, '_prepare', autospec=True)
+        )
+        deployment = live_deployments.two_racks(
+            SETTLED, {'u1': 'c1', 'u2': 'c1'}
+        )
+        snapshot = types.SimpleNamespace(
+            members={c.name: c for c in deployment.conductors},
+            rejected={},
+            held=(),
+            error=None,
+            stale=False,
+            age=lambda: 0.1,
+        )
+        view = self.useFixture(
+            fixtures.MockPatchObject(live_commands.service, 'member_view')
+        ).mock
+        view.return_value.refresh_within.return_value = snapshot
+        self.read = self.useFixture(
+            fixtures.MockPatchObject(live, 'read', autospec=True)
+        ).mock
+        self.read.return_value = deployment
+        self.useFixture(
+            fixtures.MockPatchObject(
+                live_commands.time, 'time', autospec=True, return_value=T0
+            )
+        )
+        live_commands.register_opts(self.conf)
+
+    def run_members(self, fmt='json'):
+        args = types.SimpleNamespace(timeout=5.0, format=fmt)
+        with fixtures.MockPatch('sys.stdout', new_callable=io.StringIO) as out:
+            status = live_commands.members(self.conf, args)
+        return status, out.mock.getvalue()
+
+    def test_without_a_database_the_group_alone(self):
+        status, text = self.run_members()
+        self.assertEqual(0, status)
+        self.read.assert_not_called()
+        self.assertNotIn('takeovers_pending', json.loads(text)['placement'])
+
+    def test_with_a_database_the_takeovers_pending(self):
+        self.conf.set_override('connection', 'sqlite://', group='database')
+        status, text = self.run_members()
+        self.assertEqual(0, status)
+        self.assertEqual(1, json.loads(text)['placement']['takeovers_pending'])
+        _status, text = self.run_members('table')
+        self.assertIn('Placement: affinity; 1 takeover(s) pending', text)
+
+    def test_an_unreadable_database_is_said_and_the_group_listed(self):
+        self.conf.set_override('connection', 'sqlite://', group='database')
+        self.read.side_effect = sa.exc.OperationalError('SELECT', {}, 'down')
+        status, text = self.run_members()
+        self.assertEqual(0, status)
+        found = json.loads(text)
+        self.assertEqual(['c1', 'c2'], [m['name'] for m in found['members']])
+        self.assertIn('down', found['placement']['database_error'])
         self.assertNotIn('takeovers_pending', found['placement'])

@@ -12,6 +12,8 @@
 
 """What the launchers read of Ironic's conductor service as it stops."""
 
+from oslo_config import cfg
+
 from ironic_affinity.integration import launchers
 from ironic_affinity.tests import base
 
@@ -45,3 +47,43 @@ class DeregistersTestCase(base.TestCase):
         self.assertFalse(launchers._deregisters(new))
         # Neither: deregistered, as Ironic does by default.
         self.assertTrue(launchers._deregisters(object()))
+
+
+class StopBudgetTestCase(base.TestCase):
+    """A stopping conductor drains within half of the service launcher's
+    bound on its stop, leaving Ironic the rest to deregister."""
+
+    def options(self, graceful=None, watch_interval=1.0):
+        conf = cfg.ConfigOpts()
+        conf.register_opts(
+            [cfg.FloatOpt('watch_interval', default=watch_interval)],
+            group='affinity',
+        )
+        if graceful is not None:
+            conf.register_opts(
+                [cfg.IntOpt('graceful_shutdown_timeout', default=graceful)]
+            )
+        conf([])
+        return conf
+
+    def test_default_timeout_leaves_the_whole_drain(self):
+        conf = self.options(graceful=60)
+        self.assertEqual(30.0, launchers.stop_budget(conf))
+        wanted = launchers.drain_seconds(conf)
+        self.assertEqual(2 * 1.0 + launchers.IN_FLIGHT_SECONDS, wanted)
+        self.assertEqual(wanted, launchers.drain_left(conf, spent=1.0))
+
+    def test_a_short_timeout_cuts_the_drain_to_what_is_left(self):
+        # Killed at 5 s, a conductor that spent 1 s leaving and then 4 s
+        # draining never deregistered (Ironic 39, end to end).
+        conf = self.options(graceful=5)
+        self.assertEqual(1.5, launchers.drain_left(conf, spent=1.0))
+        self.assertEqual(0.0, launchers.drain_left(conf, spent=3.0))
+
+    def test_no_bound_when_waiting_for_ever_or_unknown(self):
+        for conf in (self.options(graceful=0), self.options()):
+            self.assertIsNone(launchers.stop_budget(conf))
+            self.assertEqual(
+                launchers.drain_seconds(conf),
+                launchers.drain_left(conf, spent=100.0),
+            )

@@ -13,10 +13,14 @@
 """A node's published text, both ways, without a cache around it; the
 warnings are the cache's tests (``test_tag_reader``)."""
 
+import calendar
+import dataclasses
+import datetime
 import json
 
 from ironic_affinity import exception
 from ironic_affinity.integration.data import node_facts
+from ironic_affinity.membership import tag_board
 from ironic_affinity.tests import base
 
 UUID = '00000000-0000-4000-8000-000000000001'
@@ -40,6 +44,34 @@ class NodeFactsTestCase(base.TestCase):
         self.assertEqual(
             text, node_facts.encode_facts(node_facts.decode(text))
         )
+
+    def test_a_row_with_its_creation_time(self):
+        encoder = node_facts.RowEncoder('affinity_tags')
+        created = datetime.datetime(2026, 12, 5, 1, 2, 3, 1)
+        text = encoder.encode(UUID, None, 'ipmi', '', created)
+        base, seconds = tag_board.split_created(text)
+        # Rounded up: created in the second a change began is after it.
+        self.assertEqual(
+            calendar.timegm((2026, 12, 5, 1, 2, 4, 0, 0, 0)), seconds
+        )
+        self.assertEqual(encoder.encode(UUID, None, 'ipmi', ''), base)
+        facts = dataclasses.replace(
+            node_facts.decode(base), created_at=seconds
+        )
+        self.assertEqual(text, node_facts.encode_facts(facts))
+        self.assertEqual(
+            seconds, node_facts.requests([(UUID, facts)])[0].created_at
+        )
+        # A text with a time is not decoded as if it had none.
+        self.assertEqual(node_facts.NO_FACTS, node_facts.decode(text))
+        # Aware times too; anything else is no time.
+        self.assertEqual(
+            seconds - 1,
+            node_facts.created_seconds(
+                created.replace(microsecond=0, tzinfo=datetime.timezone.utc)
+            ),
+        )
+        self.assertIsNone(node_facts.created_seconds('2026-12-05'))
 
     def test_a_row_without_columns_or_tags_is_a_node_without_facts(self):
         encoder = node_facts.RowEncoder('affinity_tags')

@@ -13,6 +13,9 @@
 """The followers: every other process holds what the reader publishes,
 reading only the buckets that changed, and never the nodes table."""
 
+import calendar
+import datetime
+
 from ironic_affinity.integration.data import node_facts
 from ironic_affinity.membership import tag_board
 from ironic_affinity.tests.unit.integration.data import test_node_tags
@@ -104,6 +107,100 @@ class TagFollowerTestCase(test_node_tags.CacheTestCase):
         self.assertFalse(reader.last_full)
         self.assertEqual(
             'redfish', dict(follower.nodes())[self.uuid(4)].driver
+        )
+
+    def created(self, index, at):
+        with self.database.engine.begin() as connection:
+            connection.execute(
+                NODES.update().where(NODES.c.uuid == self.uuid(index)),
+                {'created_at': at},
+            )
+
+    def test_creation_times_reach_every_process(self):
+        # Naive UTC, as Ironic writes it; rounded up to the second.
+        self.created(4, datetime.datetime(2026, 12, 5, 1, 2, 3, 400000))
+        expected = calendar.timegm((2026, 12, 5, 1, 2, 4, 0, 0, 0))
+        reader = self.cache()
+        reader.poll()
+        follower = self.cache(RefusingDatabase(), name='b')
+        follower.poll()
+        for cache in (reader, follower):
+            self.assertEqual(expected, cache.created_at(self.uuid(4)))
+            self.assertEqual(
+                expected, dict(cache.nodes())[self.uuid(4)].created_at
+            )
+            # No time in the row: none known.
+            self.assertIsNone(cache.created_at(self.uuid(5)))
+        # Read from its row before it is published, as its tags are.
+        self.add_node(10, 'rack10')
+        self.created(10, datetime.datetime(2026, 12, 5, 2, 0, 0))
+        other = self.cache(name='c')
+        other.poll()
+        self.add_node(11, 'rack11')
+        self.created(11, datetime.datetime(2026, 12, 5, 2, 0, 0))
+        self.assertEqual(frozenset({'rack11'}), other.lookup(self.uuid(11)))
+        self.assertEqual(
+            calendar.timegm((2026, 12, 5, 2, 0, 0, 0, 0, 0)),
+            other.created_at(self.uuid(11)),
+        )
+
+    def test_creation_times_published_after_an_upgrade_are_read(self):
+        self.created(4, datetime.datetime(2026, 12, 5, 1, 2, 3))
+        # A publisher of an earlier release: the texts alone.
+        reader = self.cache()
+        reader.poll()
+        old = {
+            number: {
+                uuid: tag_board.split_created(text)[0]
+                for uuid, text in bucket.items()
+            }
+            for number, bucket in enumerate(reader._follower.as_published())
+        }
+        reader.stop()
+        holder = tag_board.TagBoard(
+            'redis://x',
+            GROUP,
+            'old',
+            5,
+            wall_clock=self.clock,
+            clock=self.clock,
+        )
+        self.assertTrue(holder.try_lead())
+        for number, bucket in old.items():
+            self.backend.add(
+                tag_board.bucket_group(GROUP, number),
+                b'old',
+                {'format': 2, 'nodes': bucket},
+            )
+        self.backend.add(
+            tag_board.index_group(GROUP),
+            b'old',
+            {
+                'format': 2,
+                'since': self.clock() + 100,
+                'digests': [tag_board.digest(b) for b in old.values()],
+            },
+        )
+        follower = self.cache(RefusingDatabase(), name='b')
+        follower.poll()
+        self.assertEqual(frozenset({'rack4'}), follower.get(self.uuid(4)))
+        self.assertIsNone(follower.created_at(self.uuid(4)))
+        # This release publishes again, the same texts with the times:
+        # the follower reads the one bucket whose times changed.
+        for number in old:
+            self.backend.groups[tag_board.bucket_group(GROUP, number)].pop(
+                b'old'
+            )
+        self.backend.groups[tag_board.index_group(GROUP)].pop(b'old')
+        holder.stop()
+        self.clock.advance(INTERVAL)
+        self.cache(name='new').poll()
+        before = self.bucket_reads(follower)
+        follower.poll()
+        self.assertEqual(before + 1, self.bucket_reads(follower))
+        self.assertEqual(
+            calendar.timegm((2026, 12, 5, 1, 2, 3, 0, 0, 0)),
+            follower.created_at(self.uuid(4)),
         )
 
     def test_backend_outage_keeps_the_last_tags_and_catches_up(self):

@@ -35,8 +35,10 @@ class FakeTags:
         self.version = 0
         self.reads = 0
 
-    def put(self, uuid, *tags, driver='ipmi', group=''):
-        self.held[uuid] = node_facts.NodeFacts(driver, group, frozenset(tags))
+    def put(self, uuid, *tags, driver='ipmi', group='', created_at=None):
+        self.held[uuid] = node_facts.NodeFacts(
+            driver, group, frozenset(tags), created_at
+        )
         self.version += 1
 
     def nodes(self):
@@ -52,6 +54,10 @@ class FakeTags:
 
     def lookup(self, uuid):
         return self.get(uuid)
+
+    def created_at(self, uuid):
+        found = self.held.get(uuid)
+        return None if found is None else found.created_at
 
 
 class Clock:

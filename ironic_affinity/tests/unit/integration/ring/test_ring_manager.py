@@ -348,6 +348,20 @@ class SwitchingTestCase(RingManagerFixture):
     def state(self):
         return self.module.process_services.started(None).states.current()
 
+    def switching_to_affinity_at(self, at):
+        """Every conductor votes affinity, and the switch from Ironic's
+        ring is recorded to start at ``at``."""
+        record = (
+            adoption.Switch('stock', adoption.ORIGIN_AT, 0.0),
+            adoption.Switch('affinity', at, PERIOD),
+        )
+        self.members.set(
+            {
+                name: voting(c, 'affinity', since=at, switches=record)
+                for name, c in self.conductors.items()
+            }
+        )
+
     def answers(self, ring):
         return {
             'n%03d' % i: ring.get_nodes(('n%03d' % i).encode()).pop()
@@ -428,16 +442,7 @@ class SwitchingTestCase(RingManagerFixture):
         self.conductors['c1'] = Conductor(
             'c1', hard_affinity_tags='dc1', soft_affinity_tags='dc1'
         )
-        record = (
-            adoption.Switch('stock', adoption.ORIGIN_AT, 0.0),
-            adoption.Switch('affinity', T0, PERIOD),
-        )
-        self.members.set(
-            {
-                name: voting(c, 'affinity', since=T0, switches=record)
-                for name, c in self.conductors.items()
-            }
-        )
+        self.switching_to_affinity_at(T0)
         # Not before the switch begins: it is known ahead, by processes
         # that may not all have read it yet.
         self.now = T0 - 1
@@ -453,6 +458,26 @@ class SwitchingTestCase(RingManagerFixture):
         # The others have not moved yet, one second into ten minutes.
         kept = [n for n in found if stock[n] == 'c2']
         self.assertEqual(['c2'] * len(kept), [found[n] for n in kept])
+
+    def test_a_node_created_during_the_switch_is_placed_by_tags_at_once(
+        self,
+    ):
+        self.switching_to_affinity_at(T0)
+        self.now = T0 + 1
+        stock = self.answers(FakeStockRing({'c1', 'c2'}))
+        paced = self.answers(self.manager().get_ring('x', ''))
+        # The same nodes, had they been created after the switch began.
+        for i in range(200):
+            self.node_tags.put(
+                'n%03d' % i, 'dc2' if i % 2 else '', driver='x', created_at=T0
+            )
+        created = self.answers(self.manager().get_ring('x', ''))
+        self.now = T0 + PERIOD
+        at_end = self.answers(self.manager().get_ring('x', ''))
+        self.assertEqual(at_end, created)
+        # Most of them would still be on Ironic's ring one second in.
+        on_stock = [n for n in paced if paced[n] == stock[n] != at_end[n]]
+        self.assertGreater(len(on_stock), 40)
 
     def test_a_stock_vote_rolls_back_at_the_same_pace(self):
         record = (
