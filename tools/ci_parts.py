@@ -32,7 +32,9 @@ same time.
 
 ``report`` prints a table of the parts, the tests each ran, and the 20
 slowest tests of the whole run, read from stestr's lines in the logs
-(``{worker} test.id [12.345s] ... ok``).
+(``{worker} test.id [12.345s] ... ok``); then, for each failed test, the
+lines of its traceback in this project's code and the error, short: a
+reader of CI may see only the tail of its output.
 
 Standard library only: it runs on the machine's python3 before any
 virtual environment exists.
@@ -58,6 +60,17 @@ TEST_LINE = re.compile(
     re.MULTILINE,
 )
 COUNT_LINE = re.compile(r'^ - (Passed|Failed|Skipped): (\d+)$', re.MULTILINE)
+# subunit-trace's block after a failed test's line, up to the next
+# test's line or its summary.
+FAILURE = re.compile(
+    r'^\{\d+\} (\S+) \[[\d.]+s\] \.\.\. FAILED\n'
+    r'(.*?)(?=^\{\d+\} |^={10,}$|\Z)',
+    re.MULTILINE | re.DOTALL,
+)
+FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)$')
+# How much of an error's message to print: the e2e cases' messages carry
+# whole logs' worth of evidence.
+ERROR_CHARACTERS = 800
 
 
 def busy_jiffies() -> tuple[int, int]:
@@ -264,7 +277,41 @@ def report(args: argparse.Namespace) -> int:
     print('The 20 slowest tests:')
     for seconds, test, name in sorted(durations, reverse=True)[:20]:
         print('  %8.1f s  %s  (%s)' % (seconds, test, name))
+    for part in parts:
+        for test, block in FAILURE.findall(part['text']):
+            print('Why %s failed (%s):' % (test, part['name']))
+            for line in why_failed(block):
+                print('  ' + line)
     return 0
+
+
+def why_failed(block: str) -> list[str]:
+    """The frames of a captured traceback in this project's files, and
+    the error after the last frame, cut to ERROR_CHARACTERS."""
+    _, found, traceback = block.partition('Captured traceback:')
+    if not found:
+        return [block.strip()[:ERROR_CHARACTERS]]
+    # Other captured streams (logging, stdout) follow the traceback.
+    traceback = traceback.split('\nCaptured ')[0]
+    lines = [line.strip() for line in traceback.splitlines()]
+    lines = [line for line in lines if line and not line.startswith('~')]
+    shown = []
+    last_frame = -1
+    for index, line in enumerate(lines):
+        match = FRAME.match(line)
+        if match is None:
+            continue
+        last_frame = index
+        path, number, function = match.groups()
+        if '/ironic_affinity/' in path:
+            code = lines[index + 1] if index + 1 < len(lines) else ''
+            shown.append(
+                '%s:%s %s: %s'
+                % (path.split('/ironic_affinity/')[-1], number, function, code)
+            )
+    error = ' '.join(lines[last_frame + 2 :])
+    shown.append(error[:ERROR_CHARACTERS])
+    return shown
 
 
 def main() -> int:

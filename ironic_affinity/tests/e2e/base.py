@@ -108,6 +108,12 @@ class TestCase(base.TestCase):
     def name(self, index):
         return self.dep.conductor_name(index)
 
+    def placements(self):
+        """Every node's conductor, as the API shows it, in one request."""
+        status, body = self.dep._request('GET', '/v1/nodes/detail?limit=1000')
+        self.assertEqual(200, status, body)
+        return {n['uuid']: n['conductor'] for n in body['nodes']}
+
     def wait_placed(self, expected, timeout=30):
         """Wait until the API shows every node on its expected conductor
         (a set of acceptable ones, for tied nodes); return the mapping."""

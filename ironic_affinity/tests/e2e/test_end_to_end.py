@@ -575,17 +575,12 @@ class EndToEndTestCase(base.TestCase):
         )
         nodes, names = self._three_conductors_thirty_nodes(dep)
 
-        def placements():
-            status, body = dep._request('GET', '/v1/nodes/detail?limit=100')
-            self.assertEqual(200, status, body)
-            return {n['uuid']: n['conductor'] for n in body['nodes']}
-
         dep.wait(
-            lambda: set(placements().values()) == names,
+            lambda: set(self.placements().values()) == names,
             60,
             'nodes on all three conductors',
         )
-        placed = placements()
+        placed = self.placements()
         self.wait_power_sync(placed)
         offsets = dep.log_offsets()
         process = dep.processes['conductor1']
@@ -596,7 +591,7 @@ class EndToEndTestCase(base.TestCase):
         seen = []
 
         def sample():
-            seen.append(placements())
+            seen.append(self.placements())
 
         while process.poll() is None:
             sample()
@@ -638,7 +633,7 @@ class EndToEndTestCase(base.TestCase):
         if marked_offline:
             # Ironic's ring too moves the nodes away until the conductor
             # registers again: they come back, and nothing more is said.
-            dep.wait(lambda: placements() == placed, 30, 'nodes back')
+            dep.wait(lambda: self.placements() == placed, 30, 'nodes back')
             return
         self.assertEqual(set(), moved)
         # The conductors agree: no node's power sync ran anywhere else.
@@ -651,11 +646,11 @@ class EndToEndTestCase(base.TestCase):
         engine = sa.create_engine(self.dep.database_url)
         try:
             with engine.connect() as connection:
+                conductors = ironic_db.CONDUCTORS.c
                 return connection.execute(
-                    sa.text(
-                        'SELECT online FROM conductors WHERE hostname = :name'
-                    ),
-                    {'name': name},
+                    sa.select(conductors.online).where(
+                        conductors.hostname == name
+                    )
                 ).scalar_one()
         finally:
             engine.dispose()

@@ -89,12 +89,6 @@ _API_WORDS = (
 class RebalanceTestCase(base.TestCase):
     TIMED = True
 
-    def placements(self):
-        """Every node's conductor, as the API shows it, in one request."""
-        status, body = self.dep._request('GET', '/v1/nodes/detail?limit=1000')
-        self.assertEqual(200, status, body)
-        return {n['uuid']: n['conductor'] for n in body['nodes']}
-
     def membership_events(self):
         """The conductors' lines about standing down or rejoining, for
         a failure's message: a node may move back because its conductor
@@ -211,16 +205,36 @@ class RebalanceTestCase(base.TestCase):
                 dep.api_port, LATE, prefix='late', tags=lambda i: 'rack10'
             )
         }
+        # The API places by the change from its first refresh after it:
+        # the command line saw the change published, the API may see it
+        # up to a refresh later (two on a loaded machine: in CI the
+        # case once failed on Ironic 29 24 s in, about the first sample,
+        # when this bound was none), and meanwhile places a late node as
+        # before the change (conductor2), then on conductor1 for good.
+        # Paced, 9 in 10 of them would wait longer than that.
+        late_settled = changed_at + 2 * REFRESH
 
         arrived = {}
+        late_arrived = {}
         killed_at = None
         bystanders_left = {}
         while time.time() < changed_at + PERIOD + REFRESH + 5:
             now = time.time()
             placed = self.placements()
-            self.assertEqual(
-                {first}, {placed.get(node) for node in late}, 'late nodes'
-            )
+            for node in late:
+                if placed.get(node) == first:
+                    late_arrived.setdefault(node, now)
+                elif node in late_arrived or now >= late_settled:
+                    self.fail(
+                        'late node %s on %s, %.1f s after the change; '
+                        'membership meanwhile: %s'
+                        % (
+                            node,
+                            placed.get(node),
+                            now - changed_at,
+                            self.membership_events(),
+                        )
+                    )
             for node in moving:
                 where = placed.get(node)
                 if where == first:
@@ -299,8 +313,20 @@ class RebalanceTestCase(base.TestCase):
         self.assertLess(worst_overlap, REFRESH + SYNC_INTERVAL + longest_pass)
         placed = self.placements()
         self.assert_power_sync({n: placed[n] for n in moving | late})
-        # Nor did conductor2 ever sync a late node: it never held one.
-        self.assertEqual({}, {n: given[n] for n in late if n in given})
+        # Nor did conductor2 sync a late node past the moment it must
+        # have seen the change, by the bound above: a late node goes to
+        # conductor1 at once, not at its moment in the period.
+        late_given = {n: given[n] for n in late if n in given}
+        late_synced_until = 0.0
+        if late_given:
+            late_synced_until = (
+                max(max(times) for times in late_given.values()) - changed_at
+            )
+            self.assertLess(
+                late_synced_until,
+                REFRESH + SYNC_INTERVAL + longest_pass,
+                late_given,
+            )
 
         base.record(
             test='rebalance',
@@ -313,6 +339,11 @@ class RebalanceTestCase(base.TestCase):
             worst_sync_overlap=round(worst_overlap, 1),
             longest_power_sync_pass=round(longest_pass, 1),
             conductors_agreed_after=round(settled_in, 1),
+            late_nodes_moved_after=round(
+                max(late_arrived.values()) - changed_at, 1
+            ),
+            late_synced_by_conductor2=len(late_given),
+            late_synced_until=round(late_synced_until, 1),
         )
 
     def test_under_capacity_moves_are_paced_and_capacity_holds(self):
