@@ -756,6 +756,40 @@ class Deployment(fixtures.Fixture):
                 found.setdefault(node, set()).add(self.conductor_name(index))
         return found
 
+    def _timed_power_sync_lines(
+        self, offsets: dict[str, int]
+    ) -> typing.Iterator[tuple[str, float, str, str, str]]:
+        """(conductor name, when, node, "Completed" or "", runtime) of
+        each power sync line since then, by the logs' clock (this host's
+        local time): a node's sync has a node and no "Completed"; a
+        pass's end has "Completed", and its runtime on Ironic 32 and
+        later."""
+        for name, offset in offsets.items():
+            conductor = self.conductor_name(int(name[len('conductor') :]))
+            with open(os.path.join(self.dir, name + '.log'), 'rb') as log:
+                log.seek(offset)
+                text = log.read().decode(errors='replace')
+            for stamp, node, completed, runtime in _TIMED_POWER_SYNC.findall(
+                text
+            ):
+                at = datetime.datetime.strptime(
+                    stamp, '%Y-%m-%d %H:%M:%S.%f'
+                ).timestamp()
+                yield conductor, at, node, completed, runtime
+
+    def power_syncs_logged(
+        self, offsets: dict[str, int]
+    ) -> list[tuple[float, str, str]]:
+        """(when, node uuid, conductor name) of each power sync since
+        then, by the logs' clock (seconds since the epoch)."""
+        return [
+            (at, node, conductor)
+            for conductor, at, node, completed, _ in (
+                self._timed_power_sync_lines(offsets)
+            )
+            if not completed
+        ]
+
     def power_sync_passes(
         self, offsets: dict[str, int]
     ) -> dict[str, list[tuple[float, float, frozenset[str]]]]:
@@ -771,35 +805,38 @@ class Deployment(fixtures.Fixture):
         still running as the log is read (or cut by a stop) ends at its
         last sync.
         """
-        found: dict[str, list[tuple[float, float, frozenset[str]]]] = {}
-        for name, offset in offsets.items():
-            conductor = self.conductor_name(int(name[len('conductor') :]))
-            with open(os.path.join(self.dir, name + '.log'), 'rb') as log:
-                log.seek(offset)
-                text = log.read().decode(errors='replace')
-            passes = found.setdefault(conductor, [])
-            synced: list[tuple[float, str]] = []
-            for stamp, node, completed, runtime in _TIMED_POWER_SYNC.findall(
-                text
-            ):
-                at = datetime.datetime.strptime(
-                    stamp, '%Y-%m-%d %H:%M:%S.%f'
-                ).timestamp()
-                if not completed:
-                    synced.append((at, node))
-                    continue
-                if synced:
-                    began = synced[0][0]
-                    if runtime:
-                        began = min(began, at - float(runtime))
-                    passes.append((began, at, frozenset(n for _, n in synced)))
-                synced = []
-            if synced:
-                passes.append(
+        found: dict[str, list[tuple[float, float, frozenset[str]]]] = {
+            self.conductor_name(int(name[len('conductor') :])): []
+            for name in offsets
+        }
+        # The syncs of each conductor's pass under way.
+        synced: dict[str, list[tuple[float, str]]] = {c: [] for c in found}
+        for (
+            conductor,
+            at,
+            node,
+            completed,
+            runtime,
+        ) in self._timed_power_sync_lines(offsets):
+            running = synced[conductor]
+            if not completed:
+                running.append((at, node))
+                continue
+            if running:
+                began = running[0][0]
+                if runtime:
+                    began = min(began, at - float(runtime))
+                found[conductor].append(
+                    (began, at, frozenset(n for _, n in running))
+                )
+            synced[conductor] = []
+        for conductor, running in synced.items():
+            if running:
+                found[conductor].append(
                     (
-                        synced[0][0],
-                        synced[-1][0],
-                        frozenset(n for _, n in synced),
+                        running[0][0],
+                        running[-1][0],
+                        frozenset(n for _, n in running),
                     )
                 )
         return found
