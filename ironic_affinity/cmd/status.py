@@ -32,6 +32,7 @@ from oslo_upgradecheck import upgradecheck
 
 from ironic_affinity import report
 from ironic_affinity.cmd import live_commands
+from ironic_affinity.integration import enabling
 from ironic_affinity.integration.data import live
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import service
@@ -135,16 +136,97 @@ class Checks(upgradecheck.UpgradeCommands):
             )
         return upgradecheck.Result(upgradecheck.Code.SUCCESS)
 
+    def _check_enabled_by(self) -> upgradecheck.Result:
+        """How each process of the deployment took the plugin up, as
+        each published it, and which way this host's Ironic allows."""
+        try:
+            wait = self.conf.affinity.member_timeout * 2
+            conductors = service.conductor_entries(self.conf, wait)
+            apis = service.api_processes(self.conf, wait)
+        except Exception as exc:  # noqa: BLE001 - reported as the result
+            return upgradecheck.Result(
+                upgradecheck.Code.FAILURE,
+                backend.describe(exc, backend.backend_url(self.conf)),
+            )
+        return upgradecheck.Result(
+            upgradecheck.Code.SUCCESS,
+            '%s %s %s'
+            % (
+                _ways('Conductors', conductors, 'ironic-affinity-conductor'),
+                _ways(
+                    'API processes',
+                    apis,
+                    'ironic-affinity-api or [api]middleware',
+                ),
+                _this_ironic(self.conf),
+            ),
+        )
+
     _upgrade_checks = (
         ('Affinity membership', _check_membership),
         ('API with affinity', _check_api),
         ('Orphaned nodes', _check_orphans),
+        ('How affinity is enabled', _check_enabled_by),
+    )
+
+
+def _ways(what: str, found: dict[str, str | None], unsaid: str) -> str:
+    """'Conductors: a, b by ironic.conf; c by ...' from each process's
+    entry; a process that does not say is one of an Ironic without the
+    hook (or of an earlier release), enabled by ``unsaid``."""
+    if not found:
+        return '%s: none in the group.' % what
+    by_way: dict[str, list[str]] = {}
+    for name, way in sorted(found.items()):
+        if way == enabling.BY_IRONIC_CONF:
+            way = 'ironic.conf ([DEFAULT]hash_ring_manager = %s)' % (
+                enabling.IRONIC_NAME
+            )
+        by_way.setdefault(way or unsaid, []).append(name)
+    return '%s: %s.' % (
+        what,
+        '; '.join(
+            '%s by %s' % (', '.join(names), way)
+            for way, names in sorted(by_way.items())
+        ),
+    )
+
+
+def _this_ironic(conf: cfg.ConfigOpts) -> str:
+    """Whether the Ironic installed here has the pluggable hash-ring
+    manager, and what this ironic.conf sets."""
+    try:
+        from ironic.common import hash_ring
+    except ImportError:
+        return 'Ironic is not installed where this check runs.'
+    if not enabling.ironic_has_hook(hash_ring):
+        return (
+            'The Ironic installed here has no [DEFAULT]hash_ring_manager: '
+            'conductors need ironic-affinity-conductor.'
+        )
+    named = conf.hash_ring_manager
+    if named == enabling.IRONIC_NAME:
+        return (
+            'The Ironic installed here has [DEFAULT]hash_ring_manager, and '
+            'this ironic.conf sets it to %s: Ironic\'s own commands place '
+            'by affinity.' % named
+        )
+    return (
+        'The Ironic installed here has [DEFAULT]hash_ring_manager, and this '
+        'ironic.conf sets it to %s: only a launcher or the middleware '
+        'enables affinity. Set it to %s to use Ironic\'s own commands.'
+        % (named, enabling.IRONIC_NAME)
     )
 
 
 def main() -> int:
     conf = cfg.ConfigOpts()
     live_commands.register_opts(conf)
+    # Ironic's own option, read from the same ironic.conf: registered
+    # here as Ironic (with the hook) registers it.
+    conf.register_opt(
+        cfg.StrOpt('hash_ring_manager', default='default'),
+    )
     status: int = upgradecheck.main(
         conf, project='ironic', upgrade_command=Checks(conf)
     )

@@ -28,11 +28,11 @@ first by itself.
 """
 
 import importlib
-import math
 import sys
-import time
 from types import ModuleType
 from typing import Any
+
+from ironic_affinity.integration import conductor_lifecycle
 
 
 def ironic_command(name: str) -> ModuleType:
@@ -51,61 +51,19 @@ def ironic_command(name: str) -> ModuleType:
 def _install_membership() -> None:
     """Join the group before Ironic lists the conductor; leave on stop.
 
-    Ironic lists a conductor as active for a hardware type once
-    ``init_host`` has registered its hardware interfaces. Joining just
-    before that (the conductor's final name, host:port with json-rpc on
-    another port than 8089, is set by then) means that no process sees
-    the conductor active in Ironic while the group lacks it, but for one
-    watch interval of its view, which the ring manager reads through
-    (see placement_state). Should init_host fail after the join, the
-    conductor leaves again.
+    For an Ironic without the pluggable hash-ring manager: Ironic's
+    conductor service is wrapped to call conductor_lifecycle where an
+    Ironic with it calls the ring manager's hooks (contrib/ironic/): just
+    before the conductor registers its hardware interfaces, and first
+    thing as it stops, while it still serves. Should the start fail after
+    the join, the conductor leaves again.
     """
     from ironic.conductor import rpc_service
-    from ironic.conf import CONF
-    from oslo_log import log
 
-    from ironic_affinity.membership import service
-
-    logger = log.getLogger(__name__)
     if getattr(rpc_service.RPCService, '_affinity_wrapped', False):
         return
     original_start = rpc_service.RPCService.start
     original_stop = rpc_service.RPCService.stop
-
-    def join(manager: Any) -> None:
-        # A conductor joins whichever side it votes for: one that votes
-        # for Ironic's ring ("stock") is a member too, so that the others
-        # know to place by Ironic's ring until it turns (see adoption).
-        if getattr(manager, '_affinity_membership', None) is None:
-            membership = service.ConductorMembership(
-                CONF,
-                manager.host,
-                frozenset(CONF.enabled_hardware_types),
-                CONF.conductor.conductor_group or '',
-                agreement=_agreement,
-                sized_period=lambda: _sized_period(manager.host),
-            )
-            membership.start()
-            manager._affinity_membership = membership
-            timeout = CONF.affinity.member_timeout
-            if not membership.member.joined.wait(timeout):
-                logger.warning(
-                    'Conductor %(name)s has not joined the affinity group '
-                    'within %(timeout)s s; it registers with Ironic now and '
-                    'joins once the coordination backend answers. No node '
-                    'is routed to it until then.',
-                    {'name': manager.host, 'timeout': timeout},
-                )
-
-    def leave(manager: Any, staying_registered: bool = False) -> bool:
-        """Whether the conductor left the group: not if it never joined,
-        nor when its entry stays for a restart (SIGUSR1, or Ironic 39's
-        worker restart on SIGHUP)."""
-        membership = getattr(manager, '_affinity_membership', None)
-        if membership is None:
-            return False
-        manager._affinity_membership = None
-        return bool(membership.stop(staying_registered))
 
     def join_before_registering(manager: Any) -> None:
         # On this instance only: importing the manager's module here
@@ -118,175 +76,34 @@ def _install_membership() -> None:
             return
 
         def register(hardware_types: Any) -> Any:
-            join(manager)
+            conductor_lifecycle.starting(manager.host)
             return original(hardware_types)
 
         manager._register_and_validate_hardware_interfaces = register
 
     def start(self: Any) -> None:
-        _warm_up()
-        _check_stop_budget()
         join_before_registering(self.manager)
         try:
             original_start(self)
         except BaseException:
-            leave(self.manager)
+            conductor_lifecycle.stopping(self.manager.host)
             raise
         # Should a release register without the method wrapped above,
         # join now rather than never.
-        join(self.manager)
+        conductor_lifecycle.starting(self.manager.host)
 
     def stop(self: Any) -> None:
         # Leave first: the others re-place our nodes now rather than
         # after the member timeout; unless Ironic keeps the conductor
         # registered (SIGUSR1, for a restart), when the entry stays until
         # the member timeout, and the nodes with it.
-        began = time.monotonic()
-        if leave(self.manager, not _deregisters(self)):
-            _drain(self.manager.host, began)
+        conductor_lifecycle.stopping(self.manager.host, not _deregisters(self))
         original_stop(self)
 
     rpc_service.RPCService.start = start
     rpc_service.RPCService.stop = stop
     rpc_service.RPCService._affinity_wrapped = True
-    _note_reloads()
-
-
-def _agreement() -> Any:
-    """Where this process sees the deployment between Ironic's ring and
-    affinity placement, for its conductor to publish: from the view as it
-    is and the active conductors last read, without reading anything."""
-    from ironic_affinity.integration import process_services
-    from ironic_affinity.integration.ring import placement_state
-
-    services = process_services.if_started()
-    state = None if services is None else services.states.latest()
-    if services is None or state is None:
-        return None
-    return placement_state.agreement_of(
-        services.view.snapshot(), state.active, state.agreement
-    )
-
-
-# While this process has not read the nodes yet: an hour, the period the
-# takeover rule gives about 1,000 nodes over a few conductors.
-_PERIOD_UNSIZED = 3600.0
-
-
-def _sized_period(own_name: str) -> float:
-    """[affinity]adoption_period when unset: from the nodes and
-    conductors this process sees, by Ironic's takeover pace."""
-    from ironic.conf import CONF
-
-    from ironic_affinity import adoption
-    from ironic_affinity.integration import process_services
-
-    services = process_services.if_started()
-    if services is None or not services.node_tags.loaded.is_set():
-        return _PERIOD_UNSIZED
-    conductors = set(services.view.snapshot().members) | {own_name}
-    return adoption.takeover_period(
-        len(services.node_tags),
-        len(conductors),
-        CONF.conductor.periodic_max_workers,
-        CONF.conductor.sync_local_state_interval,
-    )
-
-
-# A request routed to the conductor just before the last view changed
-# still has to reach its workers: on Ironic 29 under a load average of
-# 45, a power action received 0.9 s before the end of a 2 s drain asked
-# for a worker 1.3 s after it arrived, after Ironic had shut them down.
-IN_FLIGHT_SECONDS = 2.0
-
-
-def drain_seconds(conf: Any) -> float:
-    """How long a conductor that left the group keeps serving before
-    Ironic stops it: every process reads the group once a watch interval,
-    so within two of them none routes a request to it any more; then the
-    requests routed before that have IN_FLIGHT_SECONDS to be taken up.
-    Stopped at once, it would answer a request routed to it meanwhile
-    with Ironic's "Can not schedule new futures after being shutdown"."""
-    return 2.0 * float(conf.affinity.watch_interval) + IN_FLIGHT_SECONDS
-
-
-# Leaving the group (tooz's leave, then the coordinator's stop) took up
-# to 1 s on a loaded machine (Ironic 39, end to end): allowed twice that.
-LEAVE_SECONDS = 2.0
-
-
-def stop_budget(conf: Any) -> float | None:
-    """Seconds of a conductor's stop the plugin may spend leaving the
-    group and draining: half of ``[DEFAULT]graceful_shutdown_timeout``,
-    the service launcher's bound on the whole stop. The other half is
-    Ironic's own stop: killed past the bound, the conductor neither
-    deregisters nor releases its reservations, and every ring keeps it
-    until Ironic's heartbeat timeout. None: no bound (0 waits for ever;
-    or the option is not registered in this process)."""
-    timeout = getattr(conf, 'graceful_shutdown_timeout', None)
-    if not timeout or timeout <= 0:
-        return None
-    return float(timeout) / 2.0
-
-
-def _check_stop_budget() -> None:
-    """Say at start, not at the first stop, when the launcher's bound
-    leaves too little for the drain."""
-    from ironic.conf import CONF
-    from oslo_log import log
-
-    budget = stop_budget(CONF)
-    wanted = LEAVE_SECONDS + drain_seconds(CONF)
-    if budget is not None and budget < wanted:
-        log.getLogger(__name__).warning(
-            '[DEFAULT]graceful_shutdown_timeout = %(timeout)s leaves this '
-            'conductor %(budget).1f s to leave the affinity group and '
-            'drain as it stops, of the %(wanted).1f s it takes: requests '
-            'routed to it meanwhile may fail. Set it to %(least)d or more.',
-            {
-                'timeout': CONF.graceful_shutdown_timeout,
-                'budget': budget,
-                'wanted': wanted,
-                'least': math.ceil(2 * wanted),
-            },
-        )
-
-
-def drain_left(conf: Any, spent: float) -> float:
-    """How long to drain, ``spent`` seconds into a stop: drain_seconds,
-    or what is left of the stop budget if less."""
-    wanted = drain_seconds(conf)
-    budget = stop_budget(conf)
-    if budget is None:
-        return wanted
-    return max(0.0, min(wanted, budget - spent))
-
-
-def _drain(name: str, began: float) -> None:
-    """Serve on for drain_seconds after leaving, within the stop budget
-    counted from ``began``, when the stop began."""
-    from ironic.conf import CONF
-    from oslo_log import log
-
-    wanted = drain_seconds(CONF)
-    seconds = drain_left(CONF, time.monotonic() - began)
-    logger = log.getLogger(__name__)
-    if seconds < wanted:
-        logger.warning(
-            'Conductor %(name)s left the affinity group; it serves only '
-            '%(seconds).1f s more of %(wanted).1f s, within half of '
-            '[DEFAULT]graceful_shutdown_timeout: a request routed to it '
-            'before every process has read the group may fail',
-            {'name': name, 'seconds': seconds, 'wanted': wanted},
-        )
-    else:
-        logger.info(
-            'Conductor %(name)s left the affinity group; it serves '
-            '%(seconds).1f s more, until every process routes its nodes '
-            'elsewhere',
-            {'name': name, 'seconds': seconds},
-        )
-    time.sleep(seconds)
+    conductor_lifecycle.note_reloads()
 
 
 def _deregisters(rpc_service: Any) -> bool:
@@ -296,18 +113,6 @@ def _deregisters(rpc_service: Any) -> bool:
     if hasattr(type(rpc_service), 'deregister_on_shutdown'):
         return bool(rpc_service.deregister_on_shutdown)
     return bool(getattr(rpc_service, 'deregister', True))
-
-
-def _warm_up() -> None:
-    """Start this process's placement services (member view, node tags)
-    now, in the worker, so that its first node lookup (a conductor's
-    first periodic task, the API's first request) finds them read
-    rather than reading them itself."""
-    from ironic.conf import CONF
-
-    from ironic_affinity.integration import process_services
-
-    process_services.started(CONF)
 
 
 def _warm_api() -> None:
@@ -320,38 +125,11 @@ def _warm_api() -> None:
         return
 
     def start(self: Any) -> None:
-        _warm_up()
+        conductor_lifecycle.warm_up()
         original(self)
 
     start._affinity_wrapped = True  # type: ignore[attr-defined]
     wsgi_service.WSGIService.start = start
-
-
-def _note_reloads() -> None:
-    """Tell membership when the worker restarts for a SIGHUP.
-
-    Ironic 39 runs the conductor under cotyledon, whose workers handle
-    SIGHUP by reloading options and then terminating, to be started again
-    at once (oslo.service's wrapper does not implement reload). Even a
-    SIGHUP that changes no option does this, so the options' mutate hook
-    is not enough to tell that stop from a shutdown.
-    """
-    try:
-        import cotyledon
-    except ImportError:  # another oslo.service backend: no restart
-        return
-    from ironic_affinity.membership import service
-
-    original = cotyledon.Service.reload
-    if getattr(original, '_affinity_wrapped', False):
-        return
-
-    def reload(self: Any) -> None:
-        service.reload_requested()
-        original(self)
-
-    reload._affinity_wrapped = True  # type: ignore[attr-defined]
-    cotyledon.Service.reload = reload
 
 
 def conductor() -> Any:
@@ -359,8 +137,9 @@ def conductor() -> Any:
     command = ironic_command('conductor')
     from ironic_affinity.integration.ring import loader
 
-    loader.install()
-    _install_membership()
+    loader.install('ironic-affinity-conductor')
+    if not loader.ironic_has_hook():
+        _install_membership()  # Ironic calls the ring manager's hooks
     return command.main()
 
 
@@ -374,7 +153,7 @@ def api() -> Any:
     command = ironic_command('api')
     from ironic_affinity.integration.api import api_app
 
-    api_app.install()
+    api_app.install('ironic-affinity-api')
     _warm_api()
     return command.main()
 
@@ -384,9 +163,12 @@ def singleprocess() -> Any:
     command = ironic_command('singleprocess')
     from ironic_affinity.integration.api import api_app
 
-    api_app.install()
+    api_app.install('ironic-affinity-singleprocess')
     _warm_api()
-    _install_membership()
+    from ironic_affinity.integration.ring import loader
+
+    if not loader.ironic_has_hook():
+        _install_membership()  # Ironic calls the ring manager's hooks
     return command.main()
 
 

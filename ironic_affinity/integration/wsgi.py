@@ -23,7 +23,7 @@ from ironic_affinity.integration.api import api_app
 from ironic_affinity.integration.ring import loader
 
 # Our options and ring manager before Ironic parses its configuration.
-loader.install()
+loader.install('ironic_affinity.integration.wsgi')
 
 # Ironic's own WSGI module picks its service backend first (Ironic 32
 # and later) and builds the application on import.

@@ -38,6 +38,11 @@ MAX_ENCODED_BYTES = 64 * 1024
 MAX_HARDWARE_TYPES = 256
 MAX_NAME_LENGTH = 255
 
+#: How the plugin reached the process (ring.loader.enabled_by), for the
+#: upgrade check; not part of the profile. Published by a conductor only
+#: on an Ironic with the pluggable hash-ring manager, as max_nodes is
+#: published only when set: readers of earlier releases refuse it.
+ENABLED_BY = 'enabled_by'
 _KEYS = frozenset(
     ('format',)
     + profile.TAG_OPTIONS
@@ -47,6 +52,7 @@ _KEYS = frozenset(
         'max_nodes',
         'changes',
         'switching',
+        ENABLED_BY,
     )
 )
 _CHANGE_KEYS = frozenset(('before', 'at', 'period'))
@@ -343,6 +349,8 @@ def decode(name: str, raw: Any) -> profile.ConductorProfile:
                 % MAX_HARDWARE_TYPES
             )
         hardware_types = [_string(h, 'hardware_types') for h in hardware_types]
+    if ENABLED_BY in raw:
+        _string(raw[ENABLED_BY], ENABLED_BY)
     try:
         return profile.ConductorProfile(
             name=name,
@@ -376,3 +384,19 @@ def decode(name: str, raw: Any) -> profile.ConductorProfile:
         )
     except (exception.InvalidTag, exception.ConflictingTags) as exc:
         raise exception.InvalidCapabilities(str(exc)) from exc
+
+
+def enabled_by_of(raw: Any) -> str | None:
+    """How an entry, a conductor's or an API process's, says the plugin
+    reached its process; None when it does not say (a launcher on an
+    Ironic without the hook, or a process of an earlier release) or says
+    it badly. Lenient: only for the upgrade check's report."""
+    if isinstance(raw, (bytes, str)):
+        try:
+            raw = json.loads(raw) if raw else None
+        except (ValueError, RecursionError):
+            return None
+    found = raw.get(ENABLED_BY) if isinstance(raw, dict) else None
+    if isinstance(found, str) and len(found) <= MAX_NAME_LENGTH:
+        return found
+    return None

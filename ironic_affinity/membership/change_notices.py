@@ -39,10 +39,15 @@ KEY = 'node_changes'
 class ChangeNotices:
     """The node writes of this process, numbered; thread-safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, enabled_by: str | None = None) -> None:
+        """:param enabled_by: how the plugin reached this API process
+        (ring.loader.enabled_by), published beside the notices for the
+        upgrade check: readers of API entries read only what they know,
+        so a new key breaks none."""
         self._lock = threading.Lock()
         self._seq = 0
         self._recent: list[str] = []
+        self.enabled_by = enabled_by
 
     def record(self, ident: str) -> None:
         with self._lock:
@@ -52,11 +57,14 @@ class ChangeNotices:
     def capabilities(self) -> dict[str, object]:
         """This API process's entry, with the notices."""
         with self._lock:
-            return {
+            found: dict[str, object] = {
                 'format': capabilities.FORMAT_VERSION,
                 'role': 'api',
                 KEY: {'seq': self._seq, 'recent': list(self._recent)},
             }
+        if self.enabled_by is not None:
+            found[capabilities.ENABLED_BY] = self.enabled_by
+        return found
 
 
 def decode(raw: Any) -> tuple[int, list[str]] | None:

@@ -89,16 +89,21 @@ _ANNOUNCED: dict[int, member.Member] = {}
 _NOTICES: dict[int, change_notices.ChangeNotices] = {}
 
 
-def announce_api(conf: cfg.ConfigOpts) -> None:
+def announce_api(conf: cfg.ConfigOpts, enabled_by: str | None) -> None:
     """Keep this API process in the API group while it lives.
 
     Idempotent, and cheap once done: called on every request. Starts a
     thread, so never call it in a process that forks afterwards.
+
+    :param enabled_by: how the plugin reached this process, published
+        for the upgrade check (ring.loader.enabled_by).
     """
     if os.getpid() in _ANNOUNCED:
         return
     group = conf.affinity
-    notices = _NOTICES.setdefault(os.getpid(), change_notices.ChangeNotices())
+    notices = _NOTICES.setdefault(
+        os.getpid(), change_notices.ChangeNotices(enabled_by)
+    )
     presence = member.Member(
         backend.backend_url(conf),
         api_group(conf),
@@ -115,22 +120,44 @@ def announce_api(conf: cfg.ConfigOpts) -> None:
     atexit.register(presence.stop)
 
 
-def note_node_written(conf: cfg.ConfigOpts, node: str) -> None:
+def note_node_written(
+    conf: cfg.ConfigOpts, node: str, enabled_by: str | None
+) -> None:
     """Tell the node tags reader that this API process just wrote
     ``node`` (a uuid or name); see change_notices. Cheap: the entry is
     published by the announcement's own thread."""
-    announce_api(conf)
+    announce_api(conf, enabled_by)
     pid = os.getpid()
     notices = _NOTICES[pid]
     notices.record(node)
     _ANNOUNCED[pid].update(notices.capabilities())
 
 
-def api_processes(conf: cfg.ConfigOpts, timeout: float) -> set[str]:
-    """The API processes announced now, read once within ``timeout``.
+def api_processes(
+    conf: cfg.ConfigOpts, timeout: float
+) -> dict[str, str | None]:
+    """The API processes announced now, read once within ``timeout``,
+    each with how the plugin reached it (None: it does not say).
 
     :raises: tooz errors when the backend cannot be read.
     """
+    return _entries(conf, api_group(conf), timeout)
+
+
+def conductor_entries(
+    conf: cfg.ConfigOpts, timeout: float
+) -> dict[str, str | None]:
+    """The conductors of the group now, each with how the plugin reached
+    it (None: it does not say), read once within ``timeout``.
+
+    :raises: tooz errors when the backend cannot be read.
+    """
+    return _entries(conf, conf.affinity.group_name, timeout)
+
+
+def _entries(
+    conf: cfg.ConfigOpts, group: str, timeout: float
+) -> dict[str, str | None]:
     reader = backend.coordinator(
         backend.backend_url(conf),
         view.observer_id(),
@@ -138,12 +165,13 @@ def api_processes(conf: cfg.ConfigOpts, timeout: float) -> set[str]:
     )
     reader.start(start_heart=False)
     try:
-        found = reading.member_names(
-            reader, api_group(conf).encode('utf-8'), timeout
-        )
+        found = reading.members_by_name(reader, group.encode('utf-8'), timeout)
     finally:
         reader.stop()
-    return found or set()
+    return {
+        name: capabilities.enabled_by_of(raw)
+        for name, raw in (found or {}).items()
+    }
 
 
 class ConductorMembership:
@@ -157,8 +185,12 @@ class ConductorMembership:
         conductor_group: str = '',
         agreement: Callable[[], adoption.Agreement | None] = lambda: None,
         sized_period: Callable[[], float] = float,
+        enabled_by: str | None = None,
     ) -> None:
-        """:param agreement: where this process sees the deployment
+        """:param enabled_by: how the plugin reached this conductor,
+            published for the upgrade check; None publishes nothing (a
+            reader of an earlier release refuses the key).
+        :param agreement: where this process sees the deployment
             between Ironic's ring and affinity placement
             (ironic_affinity.adoption), None before it knows; read at
             every heartbeat, so without waiting on anything.
@@ -179,6 +211,9 @@ class ConductorMembership:
         self.voted_at = time.time()
         self._agreement = agreement
         self._sized_period = sized_period
+        self._extra: dict[str, object] = (
+            {} if enabled_by is None else {capabilities.ENABLED_BY: enabled_by}
+        )
         # The switches this conductor published last (adoption.recorded).
         self._history: tuple[adoption.Switch, ...] = ()
         current = self._profile()
@@ -193,7 +228,7 @@ class ConductorMembership:
             backend.backend_url(conf),
             group.group_name,
             name,
-            capabilities.encode(current),
+            self._encode(current),
             group.heartbeat_interval,
             group.member_timeout,
             compose=self._compose,
@@ -224,7 +259,12 @@ class ConductorMembership:
         switching = self._switching()
         if switching is not None:
             composed = dataclasses.replace(composed, switching=switching)
-        return capabilities.encode(capabilities.fit(composed))
+        return self._encode(capabilities.fit(composed))
+
+    def _encode(
+        self, conductor: profile.ConductorProfile
+    ) -> dict[str, object]:
+        return {**capabilities.encode(conductor), **self._extra}
 
     def _switching(self) -> adoption.Published | None:
         """The vote and the switches, when there is something to publish:
@@ -303,8 +343,8 @@ class ConductorMembership:
             Ironic's own ring.
         """
         # Ironic 39's service launcher restarts the conductor's worker
-        # process on SIGHUP, right after the options are reloaded (the
-        # launcher notes it: launchers._note_reloads). Leaving the group
+        # process on SIGHUP, right after the options are reloaded
+        # (conductor_lifecycle.note_reloads notes it). Leaving the group
         # then would move every node of this conductor away and back
         # within seconds; the entry is left to the next worker instead.
         reloading = (
@@ -334,4 +374,4 @@ class ConductorMembership:
             'Affinity profile of conductor %(name)s reloaded',
             {'name': self.name},
         )
-        self.member.update(capabilities.encode(updated))
+        self.member.update(self._encode(updated))

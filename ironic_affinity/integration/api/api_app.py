@@ -50,7 +50,7 @@ def wrap(application: Any) -> Any:
     return middleware.AffinityMiddleware(application)
 
 
-def install() -> None:
+def install(by: str) -> None:
     """Install the ring manager; make Ironic's API application come
     wrapped.
 
@@ -58,8 +58,10 @@ def install() -> None:
     ``ironic.api.app.VersionSelectorApplication()`` after parsing the
     configuration, looking the name up at that moment: replacing it
     before their main() runs is enough. Idempotent.
+
+    :param by: the command that installs it (loader.enabled_by).
     """
-    loader.install()
+    loader.install(by)
     from ironic.api import app
 
     original = app.VersionSelectorApplication

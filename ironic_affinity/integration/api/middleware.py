@@ -82,7 +82,7 @@ def max_body() -> int:
 
 
 def _note_written(node: str) -> None:
-    service.note_node_written(CONF, node)
+    service.note_node_written(CONF, node, loader.enabled_by())
     services = process_services.if_started()
     if services is not None and node_facts.is_uuid(node):
         # This process places the node by its new row at once; the
@@ -115,7 +115,7 @@ class AffinityMiddleware:
     """Installs the affinity ring manager; validates node affinity tags."""
 
     def __init__(self, app: WSGIApp) -> None:
-        loader.install()
+        loader.install('[api]middleware')
         self.app = app
         self.door = door.Door(
             app, tags_key, max_body, json_patch.apply_patch, _creating
@@ -148,6 +148,6 @@ class AffinityMiddleware:
         # its workers, and a thread of ours busy there (importing the
         # tooz driver, say) at the fork would leave a lock held for
         # ever in the worker.
-        service.announce_api(CONF)
+        service.announce_api(CONF, loader.enabled_by())
         process_services.mark_api_process()
         return self.api(environ, start_response)

@@ -38,11 +38,13 @@ from ironic.conf import CONF
 
 from ironic_affinity import adoption
 from ironic_affinity import profile
+from ironic_affinity.integration import conductor_lifecycle
 from ironic_affinity.integration import process_services
 from ironic_affinity.integration.ring import adoption_ring
 from ironic_affinity.integration.ring import loader
 from ironic_affinity.integration.ring import placement_state
 from ironic_affinity.integration.ring import rings
+from ironic_affinity.membership import service
 
 
 def _no_valid_host(reason: str) -> Exception:
@@ -63,7 +65,23 @@ class AffinityHashRingManager:
         if services is not None:
             services.states.reset()
 
+    # The conductor's hooks of an Ironic with the pluggable hash-ring
+    # manager (contrib/ironic/), called on the manager its conductor
+    # builds; the launchers call the same functions on other releases.
+
+    def register_conductor(self, host: str) -> None:
+        """Join the group as ``host``: Ironic has registered the conductor
+        and is about to register its hardware interfaces."""
+        conductor_lifecycle.starting(host)
+
+    def unregister_conductor(self, host: str, deregister: bool = True) -> None:
+        """Leave the group and drain: the conductor stops, while it still
+        serves. ``deregister`` False: Ironic keeps it registered, for a
+        restart, and so does the group, until the member timeout."""
+        conductor_lifecycle.stopping(host, staying_registered=not deregister)
+
     def get_ring(self, driver_name: str, conductor_group: str) -> Any:
+        _announce_if_api()
         try:
             return self._get_ring(driver_name, conductor_group)
         except (
@@ -142,6 +160,20 @@ class AffinityHashRingManager:
             services.capacity.lookup(placer, self.use_groups),
             created_at=services.node_tags.created_at,
         )
+
+
+def _announce_if_api() -> None:
+    """Announce this process in the API group, as the middleware does,
+    where only Ironic's own option enabled the plugin: an API process
+    without the middleware, whose first ring lookup is this one (after
+    Ironic's workers have forked). Not in a conductor's process, which
+    is in the conductors' group."""
+    if (
+        loader.enabled_by() == loader.BY_IRONIC_CONF
+        and not conductor_lifecycle.is_conductor()
+    ):
+        process_services.mark_api_process()
+        service.announce_api(CONF, loader.BY_IRONIC_CONF)
 
 
 def conductor_of(node: profile.NodeRequest) -> str | None:

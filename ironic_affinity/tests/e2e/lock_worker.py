@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from ironic_affinity.integration.ring import loader
 
-    loader.install()
+    loader.install('the end-to-end lock worker')
 
     from ironic import objects
     from ironic.common import context as ironic_context

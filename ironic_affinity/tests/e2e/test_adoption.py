@@ -78,7 +78,7 @@ READS = 10
 # taken over during the switch already, 8 per conductor every TAKEOVER.
 TAKEN_WITHIN = 60
 # The service launcher's bound on a stop: its first half is the plugin's
-# to leave the group and drain (launchers.stop_budget). At 5 s, a
+# to leave the group and drain (conductor_lifecycle.stop_budget). At 5 s, a
 # conductor that took 1 s to leave and 4 s to drain was killed before
 # Ironic deregistered it (in .ci/run on b7c3f87, on every release).
 GRACEFUL = 20
@@ -262,7 +262,7 @@ class Requests:
 # draining for its restart, and was dated by its answer, after the
 # window where that error is expected (a failure now keeps both times).
 # Four at once, one per release: the drain of a conductor leaving the
-# group (launchers.drain_seconds) was found too short for a request
+# group (conductor_lifecycle.drain_seconds) was found too short for a request
 # already on its way on Ironic 29, and lengthened.
 class AdoptionTestCase(base.TestCase):
     # Not timed (machine_share.py): three of these at once, one per

@@ -12,8 +12,12 @@
 
 """What the launchers read of Ironic's conductor service as it stops."""
 
+from unittest import mock
+
+import fixtures
 from oslo_config import cfg
 
+from ironic_affinity.integration import conductor_lifecycle as lifecycle
 from ironic_affinity.integration import launchers
 from ironic_affinity.tests import base
 
@@ -68,22 +72,53 @@ class StopBudgetTestCase(base.TestCase):
 
     def test_default_timeout_leaves_the_whole_drain(self):
         conf = self.options(graceful=60)
-        self.assertEqual(30.0, launchers.stop_budget(conf))
-        wanted = launchers.drain_seconds(conf)
-        self.assertEqual(2 * 1.0 + launchers.IN_FLIGHT_SECONDS, wanted)
-        self.assertEqual(wanted, launchers.drain_left(conf, spent=1.0))
+        self.assertEqual(30.0, lifecycle.stop_budget(conf))
+        wanted = lifecycle.drain_seconds(conf)
+        self.assertEqual(2 * 1.0 + lifecycle.IN_FLIGHT_SECONDS, wanted)
+        self.assertEqual(wanted, lifecycle.drain_left(conf, spent=1.0))
 
     def test_a_short_timeout_cuts_the_drain_to_what_is_left(self):
         # Killed at 5 s, a conductor that spent 1 s leaving and then 4 s
         # draining never deregistered (Ironic 39, end to end).
         conf = self.options(graceful=5)
-        self.assertEqual(1.5, launchers.drain_left(conf, spent=1.0))
-        self.assertEqual(0.0, launchers.drain_left(conf, spent=3.0))
+        self.assertEqual(1.5, lifecycle.drain_left(conf, spent=1.0))
+        self.assertEqual(0.0, lifecycle.drain_left(conf, spent=3.0))
 
     def test_no_bound_when_waiting_for_ever_or_unknown(self):
         for conf in (self.options(graceful=0), self.options()):
-            self.assertIsNone(launchers.stop_budget(conf))
+            self.assertIsNone(lifecycle.stop_budget(conf))
             self.assertEqual(
-                launchers.drain_seconds(conf),
-                launchers.drain_left(conf, spent=100.0),
+                lifecycle.drain_seconds(conf),
+                lifecycle.drain_left(conf, spent=100.0),
             )
+
+
+class StoppingTestCase(base.TestCase):
+    """A conductor's stop, through Ironic's hook or the launcher: it
+    leaves once, and drains only when it did leave."""
+
+    def test_drains_only_after_leaving_and_only_once(self):
+        drained = []
+        self.useFixture(
+            fixtures.MockPatchObject(
+                lifecycle, '_drain', lambda name, began: drained.append(name)
+            )
+        )
+        left, kept = mock.Mock(), mock.Mock()
+        left.stop.return_value = True
+        kept.stop.return_value = False  # SIGUSR1: the entry stays
+        self.useFixture(
+            fixtures.MockPatchObject(
+                lifecycle, '_MEMBERSHIPS', {'c1': left, 'c2': kept}
+            )
+        )
+        self.assertFalse(lifecycle.stopping('c0'))  # never joined
+        self.assertTrue(lifecycle.stopping('c1'))
+        self.assertFalse(lifecycle.stopping('c2', staying_registered=True))
+        left.stop.assert_called_once_with(False)
+        kept.stop.assert_called_once_with(True)
+        self.assertEqual(['c1'], drained)
+        # The launcher's stop after Ironic's hook: done already.
+        self.assertFalse(lifecycle.stopping('c1'))
+        self.assertEqual(['c1'], drained)
+        self.assertFalse(lifecycle.is_conductor())

@@ -196,6 +196,33 @@ class CapabilitiesTestCase(base.TestCase):
             )
             self.assertIn(says, str(exc))
 
+    def test_how_the_plugin_was_enabled_is_beside_the_profile(self):
+        published = capabilities.encode(_conductor())
+        self.assertNotIn(capabilities.ENABLED_BY, published)
+        self.assertIsNone(capabilities.enabled_by_of(published))
+        published[capabilities.ENABLED_BY] = 'ironic.conf'
+        # Read, and not part of the profile.
+        self.assertEqual(
+            capabilities.decode('c1', published),
+            capabilities.decode('c1', capabilities.encode(_conductor())),
+        )
+        self.assertEqual('ironic.conf', capabilities.enabled_by_of(published))
+        self.assertEqual(
+            'ironic.conf', capabilities.enabled_by_of(json.dumps(published))
+        )
+        for bad in (7, None, 'x' * (capabilities.MAX_NAME_LENGTH + 1)):
+            published[capabilities.ENABLED_BY] = bad
+            self.assertRaises(
+                exception.InvalidCapabilities,
+                capabilities.decode,
+                'c1',
+                published,
+            )
+            # The upgrade check's lenient reading says nothing instead.
+            self.assertIsNone(capabilities.enabled_by_of(published))
+        for raw in (None, b'not json', [], 'null'):
+            self.assertIsNone(capabilities.enabled_by_of(raw))
+
     def test_all_hardware_types(self):
         conductor = profile.ConductorProfile.build('c')
         self.assertIsNone(capabilities.encode(conductor)['hardware_types'])

@@ -29,6 +29,17 @@ class ChangeNoticesTestCase(base.TestCase):
         self.assertEqual(change_notices.KEPT, len(found[1]))
         self.assertEqual('node-%d' % (change_notices.KEPT + 4), found[1][-1])
 
+    def test_says_how_the_plugin_reached_the_process_when_told(self):
+        self.assertNotIn(
+            'enabled_by', change_notices.ChangeNotices().capabilities()
+        )
+        notices = change_notices.ChangeNotices('ironic.conf')
+        notices.record('node-1')
+        published = notices.capabilities()
+        self.assertEqual('ironic.conf', published['enabled_by'])
+        # The notices read as before beside it.
+        self.assertEqual((1, ['node-1']), change_notices.decode(published))
+
     def test_bad_entries_are_no_notices(self):
         for raw in (
             None,

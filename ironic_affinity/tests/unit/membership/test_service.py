@@ -136,6 +136,38 @@ class SwitchingTestCase(base.TestCase):
         self.assertEqual(found, again['switching'])
 
 
+class EnabledByTestCase(base.TestCase):
+    """How the plugin reached the conductor: published beside its
+    profile only when told, and kept through every later publication."""
+
+    def setUp(self):
+        super().setUp()
+        self.config(
+            backend_url='redis://127.0.0.1:1', soft_affinity_tags='rack1'
+        )
+
+    def test_not_published_unless_told(self):
+        membership = service.ConductorMembership(self.conf, NAME)
+        self.assertNotIn(
+            capabilities.ENABLED_BY, membership.member._capabilities
+        )
+        composed = membership._compose(None, membership.member._capabilities)
+        self.assertNotIn(capabilities.ENABLED_BY, composed)
+
+    def test_published_and_kept_by_each_composition(self):
+        membership = service.ConductorMembership(
+            self.conf, NAME, enabled_by='ironic.conf'
+        )
+        first = membership.member._capabilities
+        self.assertEqual('ironic.conf', first[capabilities.ENABLED_BY])
+        composed = membership._compose(first, first)
+        self.assertEqual('ironic.conf', composed[capabilities.ENABLED_BY])
+        self.assertEqual(
+            capabilities.decode(NAME, first),
+            capabilities.decode(NAME, composed),
+        )
+
+
 class StopTestCase(base.TestCase):
     """Whether a stopping conductor leaves the group or keeps its entry."""
 
