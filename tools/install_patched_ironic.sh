@@ -46,17 +46,26 @@ trap 'rm -rf "$work"' EXIT
     --dest "$work" "ironic==$version"
 tar -xzf "$work"/ironic-"$version".tar.gz -C "$work"
 tree=$work/ironic-$version
+# pbr lists the package's data files (the database migrations' alembic
+# files among them) from git, or else from the egg-info, which predates
+# the patch and holds its entry points as they were: a git tree of the
+# sdist as released, then, without it.
+rm -rf "$tree"/*.egg-info
+git -C "$tree" init --quiet
+git -C "$tree" add --all
+git -C "$tree" -c user.name=ci -c user.email=ci@localhost \
+    commit --quiet --message "ironic $version as released"
 for patch in "${patches[@]}"; do
     # The patches carry no context lines (contrib/ironic/README.rst).
     git -C "$tree" apply --unidiff-zero --check "$patch"
-    git -C "$tree" apply --unidiff-zero "$patch"
+    git -C "$tree" apply --unidiff-zero --index "$patch"
     echo "applied $(basename "$patch")"
 done
-# The sdist's egg-info predates the patch: built again, so that the
-# installed entry points include the patch's.
-rm -rf "$tree"/*.egg-info
 # pbr takes the version from PKG-INFO, there being no git history.
-PBR_VERSION=$version "$python" -m pip install --quiet "$tree"
+# Ironic's requirements are those of the same release, installed with it
+# from the index (tox.ini): only Ironic itself is replaced.
+PBR_VERSION=$version "$python" -m pip install --quiet --no-deps \
+    --force-reinstall "$tree"
 "$python" - <<'EOF'
 from ironic.common import hash_ring
 

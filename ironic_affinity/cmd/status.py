@@ -148,17 +148,33 @@ class Checks(upgradecheck.UpgradeCommands):
                 upgradecheck.Code.FAILURE,
                 backend.describe(exc, backend.backend_url(self.conf)),
             )
+        bare = sorted(
+            name
+            for name, way in apis.items()
+            if way == enabling.BY_IRONIC_CONF_WITHOUT_MIDDLEWARE
+        )
+        here, ignored = _this_ironic(self.conf)
         return upgradecheck.Result(
-            upgradecheck.Code.SUCCESS,
-            '%s %s %s'
+            upgradecheck.Code.WARNING
+            if bare or ignored
+            else upgradecheck.Code.SUCCESS,
+            '%s%s %s %s'
             % (
+                'API process(es) %s place by affinity without [api]'
+                'middleware = affinity: they refuse no bad affinity_tags, '
+                'and the tag changes written through them reach placement '
+                'only at the next full read of the nodes ([affinity]'
+                'node_tags_rescan_interval). Add the middleware. '
+                % ', '.join(bare)
+                if bare
+                else '',
                 _ways('Conductors', conductors, 'ironic-affinity-conductor'),
                 _ways(
                     'API processes',
                     apis,
-                    'ironic-affinity-api or [api]middleware',
+                    'an ironic-affinity release before this one',
                 ),
-                _this_ironic(self.conf),
+                here,
             ),
         )
 
@@ -192,31 +208,39 @@ def _ways(what: str, found: dict[str, str | None], unsaid: str) -> str:
     )
 
 
-def _this_ironic(conf: cfg.ConfigOpts) -> str:
+def _this_ironic(conf: cfg.ConfigOpts) -> tuple[str, bool]:
     """Whether the Ironic installed here has the pluggable hash-ring
-    manager, and what this ironic.conf sets."""
+    manager, and what this ironic.conf sets; and whether it sets an
+    option that this Ironic ignores (silently: an option it does not
+    know)."""
     try:
         from ironic.common import hash_ring
     except ImportError:
-        return 'Ironic is not installed where this check runs.'
+        return 'Ironic is not installed where this check runs.', False
+    named = conf.hash_ring_manager
     if not enabling.ironic_has_hook(hash_ring):
         return (
             'The Ironic installed here has no [DEFAULT]hash_ring_manager: '
-            'conductors need ironic-affinity-conductor.'
-        )
-    named = conf.hash_ring_manager
+            'conductors need ironic-affinity-conductor%s.'
+            % (
+                ', and this ironic.conf\'s hash_ring_manager = %s is '
+                'ignored by it' % conf.hash_ring_manager
+                if named != 'default'
+                else ''
+            )
+        ), named != 'default'
     if named == enabling.IRONIC_NAME:
         return (
             'The Ironic installed here has [DEFAULT]hash_ring_manager, and '
             'this ironic.conf sets it to %s: Ironic\'s own commands place '
             'by affinity.' % named
-        )
+        ), False
     return (
         'The Ironic installed here has [DEFAULT]hash_ring_manager, and this '
         'ironic.conf sets it to %s: only a launcher or the middleware '
         'enables affinity. Set it to %s to use Ironic\'s own commands.'
         % (named, enabling.IRONIC_NAME)
-    )
+    ), False
 
 
 def main() -> int:

@@ -23,6 +23,10 @@ IRONIC_NAME = 'affinity'
 
 #: What a process enabled by that option says it was enabled by.
 BY_IRONIC_CONF = 'ironic.conf'
+#: What an API process says that has that option but not the middleware:
+#: it places by affinity, but refuses no bad tags at its door, and its
+#: node writes reach the tag readers only at their next full read.
+BY_IRONIC_CONF_WITHOUT_MIDDLEWARE = 'ironic.conf, without [api]middleware'
 
 
 def ironic_has_hook(hash_ring: ModuleType) -> bool:

@@ -39,6 +39,7 @@ from ironic.conf import CONF
 from ironic_affinity import adoption
 from ironic_affinity import profile
 from ironic_affinity.integration import conductor_lifecycle
+from ironic_affinity.integration import enabling
 from ironic_affinity.integration import process_services
 from ironic_affinity.integration.ring import adoption_ring
 from ironic_affinity.integration.ring import loader
@@ -166,14 +167,15 @@ def _announce_if_api() -> None:
     """Announce this process in the API group, as the middleware does,
     where only Ironic's own option enabled the plugin: an API process
     without the middleware, whose first ring lookup is this one (after
-    Ironic's workers have forked). Not in a conductor's process, which
-    is in the conductors' group."""
+    Ironic's workers have forked; with the middleware, the middleware
+    announced the process before Ironic's application ran). Not in a
+    conductor's process, which is in the conductors' group."""
     if (
         loader.enabled_by() == loader.BY_IRONIC_CONF
         and not conductor_lifecycle.is_conductor()
     ):
         process_services.mark_api_process()
-        service.announce_api(CONF, loader.BY_IRONIC_CONF)
+        service.announce_api(CONF, enabling.BY_IRONIC_CONF_WITHOUT_MIDDLEWARE)
 
 
 def conductor_of(node: profile.NodeRequest) -> str | None:

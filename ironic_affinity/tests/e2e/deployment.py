@@ -726,7 +726,7 @@ class Deployment(fixtures.Fixture):
             interval=CLI_POLL,
         )
 
-    def status(self) -> subprocess.CompletedProcess[str]:
+    def status(self, *options: str) -> subprocess.CompletedProcess[str]:
         """ironic-affinity-status upgrade check on this deployment."""
         return subprocess.run(
             [
@@ -735,6 +735,7 @@ class Deployment(fixtures.Fixture):
                 self.conf,
                 'upgrade',
                 'check',
+                *options,
             ],
             capture_output=True,
             text=True,

@@ -109,6 +109,83 @@ class EndToEndTestCase(base.TestCase):
         self.assertLess(seconds, 15)
         self.assert_power_sync(after)
 
+    def test_enabled_by_ironic_conf_alone(self):
+        # Ironic with the change of contrib/ironic/: Ironic's own
+        # ironic-api, without even the middleware, and ironic-conductor,
+        # with [DEFAULT]hash_ring_manager = affinity in ironic.conf.
+        if not deployment.IRONIC_HOOK:
+            self.skipTest(
+                'needs an Ironic with the pluggable hash-ring manager '
+                '(tox -e e2e-ironic-hook)'
+            )
+        dep = self.deploy(
+            base.PART1,
+            api='plain',
+            # Long enough that only a leave, not an expiry, moves nodes
+            # within the case.
+            extra_conf='[affinity]\nmember_timeout = %d\n'
+            % RESTART_MEMBER_TIMEOUT,
+        )
+        for name, process in dep.processes.items():
+            self.assertIn(
+                os.path.basename(process.args[0]),
+                ('ironic-api', 'ironic-conductor'),
+                name,
+            )
+        with open(dep.conf) as conf:
+            self.assertNotIn('middleware', conf.read())
+        node1 = dep.create_node('node1', 'rack10, network1, datacenter1')
+        node3 = dep.create_node('node3', 'rack11, customer1')
+        # The API's ring (the conductor it shows) and the conductors'
+        # (their power syncs) both place by affinity.
+        before = self.wait_placed(
+            {node1: {self.name(1)}, node3: {self.name(1)}}
+        )
+        self.assert_power_sync(before)
+
+        # Every process says it was enabled by ironic.conf, and the check
+        # warns of the API process without the middleware.
+        result = dep.status('--json')
+        self.assertEqual(1, result.returncode, result.stdout)
+        (enabled,) = [
+            check
+            for check in json.loads(result.stdout)['checks']
+            if check['check'] == 'How affinity is enabled'
+        ]
+        self.assertEqual(1, enabled['result'], enabled)  # a warning
+        warning, conductors = enabled['details'].split('Conductors:')
+        conductors, apis = conductors.split('API processes:')
+        self.assertIn('without [api]middleware = affinity', warning)
+        self.assertNotIn('ironic-affinity', enabled['details'])
+        self.assertIn(
+            '%s, %s, %s by ironic.conf'
+            % (self.name(1), self.name(2), self.name(3)),
+            conductors,
+        )
+        self.assertIn('by ironic.conf, without [api]middleware', apis)
+        self.assertIn('sets it to affinity', apis)
+
+        # A clean stop leaves the group through Ironic's hook, while the
+        # conductor still serves, and its nodes move within the drain.
+        offsets = dep.log_offsets()
+        started = time.monotonic()
+        dep.processes['conductor1'].terminate()
+        after = self.wait_placed(
+            {node1: {self.name(2)}, node3: {self.name(3)}}, 60
+        )
+        seconds = time.monotonic() - started
+        base.record(test='ironic_hook', ring='affinity', stop_seconds=seconds)
+        self.assertLess(seconds, RESTART_MEMBER_TIMEOUT)
+        self.assertIn(
+            'left the affinity group',
+            dep.log_since(
+                'conductor1',
+                offsets['conductor1'],
+                dep.log_offsets()['conductor1'],
+            ),
+        )
+        self.assert_power_sync(after)
+
     def create_edit2_nodes(self, dep, expected=(1, 1, 3), suffix=''):
         """The RFE's three nodes, created at once and watched from their
         creation on: neither the API nor any conductor's power sync may

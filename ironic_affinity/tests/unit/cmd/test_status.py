@@ -1,0 +1,92 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The upgrade check's report of how each process took the plugin up
+(the checks against a running deployment are end to end)."""
+
+import sys
+import types
+from unittest import mock
+
+from oslo_config import cfg
+
+from ironic_affinity.cmd import status
+from ironic_affinity.tests import base
+
+
+class WaysTestCase(base.TestCase):
+    def test_grouped_by_way_each_name_once(self):
+        found = {
+            'c2': 'ironic.conf',
+            'c1': 'ironic.conf',
+            'c3': None,
+            'c4': 'ironic-affinity-conductor',
+        }
+        self.assertEqual(
+            'Conductors: c3, c4 by ironic-affinity-conductor; c1, c2 by '
+            'ironic.conf ([DEFAULT]hash_ring_manager = affinity).',
+            status._ways('Conductors', found, 'ironic-affinity-conductor'),
+        )
+
+    def test_none(self):
+        self.assertEqual(
+            'API processes: none in the group.',
+            status._ways('API processes', {}, 'x'),
+        )
+
+
+class ThisIronicTestCase(base.TestCase):
+    """What the Ironic where the check runs allows, against what this
+    ironic.conf asks of it."""
+
+    def check(self, named, hook):
+        conf = cfg.ConfigOpts()
+        conf.register_opt(cfg.StrOpt('hash_ring_manager', default='default'))
+        conf([])
+        conf.set_override('hash_ring_manager', named)
+
+        class Manager:
+            if hook:
+
+                def register_conductor(self, host):
+                    pass
+
+        hash_ring = types.ModuleType('ironic.common.hash_ring')
+        hash_ring.HashRingManager = Manager
+        if hook:
+            hash_ring.get_hash_ring_manager_class = mock.Mock()
+        common = types.ModuleType('ironic.common')
+        common.hash_ring = hash_ring
+        modules = {
+            'ironic': types.ModuleType('ironic'),
+            'ironic.common': common,
+            'ironic.common.hash_ring': hash_ring,
+        }
+        modules['ironic'].common = common
+        with mock.patch.dict(sys.modules, modules):
+            return status._this_ironic(conf)
+
+    def test_an_option_this_ironic_ignores_is_a_warning(self):
+        text, ignored = self.check('affinity', hook=False)
+        self.assertTrue(ignored)
+        self.assertIn('hash_ring_manager = affinity is ignored', text)
+        text, ignored = self.check('default', hook=False)
+        self.assertFalse(ignored)
+        self.assertIn('conductors need ironic-affinity-conductor', text)
+
+    def test_with_the_hook(self):
+        text, ignored = self.check('affinity', hook=True)
+        self.assertFalse(ignored)
+        self.assertIn("Ironic's own commands place by affinity", text)
+        text, ignored = self.check('default', hook=True)
+        self.assertFalse(ignored)
+        self.assertIn('only a launcher or the middleware', text)
