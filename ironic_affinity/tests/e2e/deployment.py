@@ -472,15 +472,20 @@ class Deployment(fixtures.Fixture):
     def start_conductor(
         self,
         index: int,
-        program: str = 'ironic-affinity-conductor',
+        program: str | None = None,
         **tag_lists: str,
     ) -> None:
+        """:param program: the command; by default the launcher, or
+        Ironic's own ironic-conductor for the baseline (see __init__)
+        and where ironic.conf enables the plugin (IRONIC_HOOK)."""
         path = self.write_tags(index, **tag_lists)
         name = 'conductor%d' % index
-        if self.plain and program == 'ironic-affinity-conductor':
-            program = 'ironic-conductor'  # the baseline: see __init__
-        if IRONIC_HOOK and program == 'ironic-affinity-conductor':
-            program = 'ironic-conductor'  # enabled by ironic.conf
+        if program is None:
+            program = (
+                'ironic-conductor'
+                if self.plain or IRONIC_HOOK
+                else 'ironic-affinity-conductor'
+            )
         self._start(
             name,
             [_bin(program), '--config-file', self.conf]

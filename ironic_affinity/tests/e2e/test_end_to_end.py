@@ -165,6 +165,29 @@ class EndToEndTestCase(base.TestCase):
         self.assertIn('by ironic.conf, without [api]middleware', apis)
         self.assertIn('sets it to affinity', apis)
 
+        # The launcher on this Ironic: it finds Ironic's option and sets
+        # it, rather than install the plugin a second way, and says so.
+        dep.processes['conductor3'].terminate()
+        dep.processes['conductor3'].wait(60)
+        dep.start_conductor(
+            3, program='ironic-affinity-conductor', **base.PART1[3]
+        )
+        dep.wait_conductors(3)
+        result = dep.status('--json')
+        (enabled,) = [
+            check['details']
+            for check in json.loads(result.stdout)['checks']
+            if check['check'] == 'How affinity is enabled'
+        ]
+        self.assertIn(
+            '%s by ironic-affinity-conductor' % self.name(3), enabled
+        )
+        self.assertIn(
+            '%s, %s by ironic.conf' % (self.name(1), self.name(2)), enabled
+        )
+        # Nothing moved for it.
+        self.wait_placed({node1: {self.name(1)}, node3: {self.name(1)}})
+
         # A clean stop leaves the group through Ironic's hook, while the
         # conductor still serves, and its nodes move within the drain.
         offsets = dep.log_offsets()
@@ -176,13 +199,19 @@ class EndToEndTestCase(base.TestCase):
         seconds = time.monotonic() - started
         base.record(test='ironic_hook', ring='affinity', stop_seconds=seconds)
         self.assertLess(seconds, RESTART_MEMBER_TIMEOUT)
-        self.assertIn(
-            'left the affinity group',
-            dep.log_since(
-                'conductor1',
-                offsets['conductor1'],
-                dep.log_offsets()['conductor1'],
+        # Logged as the drain begins, which may be after the others saw
+        # the entry go.
+        dep.wait(
+            lambda: (
+                'left the affinity group'
+                in dep.log_since(
+                    'conductor1',
+                    offsets['conductor1'],
+                    dep.log_offsets()['conductor1'],
+                )
             ),
+            10,
+            'conductor1 draining after it left through the hook',
         )
         self.assert_power_sync(after)
 
