@@ -44,7 +44,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$python" -m pip download --quiet --no-deps --no-binary ironic \
     --dest "$work" "ironic==$version"
-tar -xzf "$work"/ironic-"$version".tar.gz -C "$work"
+tar --no-same-owner -xzf "$work"/ironic-"$version".tar.gz -C "$work"
 tree=$work/ironic-$version
 # pbr lists the package's data files (the database migrations' alembic
 # files among them) from git, or else from the egg-info, which predates
