@@ -231,6 +231,8 @@ nice -n 19 "$VENV/bin/stestr" run --concurrency 1 "$TEST_REGEX" \
     > "$TEST_LOG" 2>&1 || TEST_RC=$?
 TEST_SECONDS=$(( $(date +%s) - TEST_START ))
 grep -E '^(FAIL|ERROR):' "$TEST_LOG" || true
+# stestr's own count lines, as they are: what CI's report adds up.
+grep -E '^ - (Passed|Failed|Skipped): [0-9]+$' "$TEST_LOG" || true
 RAN=$(sed -n 's/^Ran: \([0-9]*\) tests.*/\1/p' "$TEST_LOG" | tail -1)
 PASSED=$(sed -n 's/^ - Passed: \([0-9]*\)/\1/p' "$TEST_LOG" | tail -1)
 FAILED=$(sed -n 's/^ - Failed: \([0-9]*\)/\1/p' "$TEST_LOG" | tail -1)
