@@ -15,7 +15,6 @@ Ironic has the pluggable hash-ring manager (contrib/ironic/), by
 replacing Ironic's class elsewhere; never both. Ironic is faked as in
 test_ring_manager; the e2e-ironic-hook suite runs a patched Ironic."""
 
-import importlib
 from importlib import metadata
 import sys
 from unittest import mock
@@ -58,10 +57,8 @@ class LoaderFixture(base.TestCase):
         patcher = mock.patch.dict(sys.modules, modules)
         patcher.start()
         self.addCleanup(patcher.stop)
-        for name in ('loader', 'ring_manager'):
-            sys.modules.pop('ironic_affinity.integration.ring.' + name, None)
-        self.loader = importlib.import_module(
-            'ironic_affinity.integration.ring.loader'
+        self.loader, _ = test_ring_manager.import_afresh(
+            self, 'loader', 'ring_manager'
         )
 
 

@@ -123,15 +123,34 @@ def _fake_ironic():
     }
 
 
+def import_afresh(test, *names):
+    """Import the ring package's modules ``names`` again, for this test
+    only (call within a patch of sys.modules, which puts the modules back
+    after it). The package's attributes too: ``from package import
+    module`` reads them before sys.modules, and would hand the next test
+    a module bound to this one's fakes."""
+    package = importlib.import_module('ironic_affinity.integration.ring')
+    for name in names:
+        sys.modules.pop('%s.%s' % (package.__name__, name), None)
+        if hasattr(package, name):
+            test.addCleanup(setattr, package, name, getattr(package, name))
+            delattr(package, name)
+        else:
+            test.addCleanup(lambda n=name: package.__dict__.pop(n, None))
+    return [
+        importlib.import_module('%s.%s' % (package.__name__, name))
+        for name in names
+    ]
+
+
 class RingManagerFixture(base.TestCase):
     def setUp(self):
         super().setUp()
         patcher = mock.patch.dict(sys.modules, _fake_ironic())
         patcher.start()
         self.addCleanup(patcher.stop)
-        sys.modules.pop('ironic_affinity.integration.ring.ring_manager', None)
         # loader keeps Ironic's manager as it found it at import: the fake.
-        sys.modules.pop('ironic_affinity.integration.ring.loader', None)
+        import_afresh(self, 'loader', 'ring_manager')
         self.module = importlib.import_module(
             'ironic_affinity.integration.ring.ring_manager'
         )
