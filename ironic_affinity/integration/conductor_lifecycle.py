@@ -35,6 +35,8 @@ from typing import Any
 # other finds it done.
 _MEMBERSHIPS: dict[str, Any] = {}
 _LOCK = threading.Lock()
+# Whether this process has run a conductor, left since or not.
+_RAN_A_CONDUCTOR = False
 
 
 def starting(host: str) -> None:
@@ -78,9 +80,10 @@ def stopping(host: str, staying_registered: bool = False) -> bool:
 
 
 def is_conductor() -> bool:
-    """Whether this process runs a conductor that has joined (or is
-    joining) the group."""
-    return bool(_MEMBERSHIPS)
+    """Whether this process runs a conductor, joined or joining the
+    group; or ran one: a conductor that left still looks nodes up while
+    it drains, and is no API process for that."""
+    return _RAN_A_CONDUCTOR
 
 
 def _join(host: str) -> None:
@@ -90,7 +93,9 @@ def _join(host: str) -> None:
     from ironic_affinity.integration.ring import loader
     from ironic_affinity.membership import service
 
+    global _RAN_A_CONDUCTOR
     with _LOCK:
+        _RAN_A_CONDUCTOR = True
         if host in _MEMBERSHIPS:
             return
         # A conductor joins whichever side it votes for: one that votes

@@ -121,4 +121,3 @@ class StoppingTestCase(base.TestCase):
         # The launcher's stop after Ironic's hook: done already.
         self.assertFalse(lifecycle.stopping('c1'))
         self.assertEqual(['c1'], drained)
-        self.assertFalse(lifecycle.is_conductor())
