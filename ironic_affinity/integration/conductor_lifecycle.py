@@ -21,8 +21,9 @@ Two ways lead here, and both call the same two functions:
 - Ironic without it: ``ironic-affinity-conductor`` wraps Ironic's
   conductor service to call them at the same moments (launchers).
 
-Like the launchers, importing this module imports nothing of Ironic's:
-the launchers import it before Ironic's command has set the process up.
+It imports threading: the launchers import it only once Ironic's
+command module has set the process up (Ironic 29 monkey-patches eventlet
+there), so that its lock is the kind Ironic's threads need.
 """
 
 import math

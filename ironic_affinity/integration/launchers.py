@@ -32,8 +32,6 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from ironic_affinity.integration import conductor_lifecycle
-
 
 def ironic_command(name: str) -> ModuleType:
     """Ironic's module of the command ``name`` (``api``, ``conductor``...).
@@ -59,6 +57,8 @@ def _install_membership() -> None:
     the join, the conductor leaves again.
     """
     from ironic.conductor import rpc_service
+
+    from ironic_affinity.integration import conductor_lifecycle
 
     if getattr(rpc_service.RPCService, '_affinity_wrapped', False):
         return
@@ -125,6 +125,8 @@ def _warm_api() -> None:
         return
 
     def start(self: Any) -> None:
+        from ironic_affinity.integration import conductor_lifecycle
+
         conductor_lifecycle.warm_up()
         original(self)
 
