@@ -160,13 +160,17 @@ class TestCase(base.TestCase):
             lambda: 'power sync by other conductors: %s' % wrong,
         )
 
-    def assert_power_sync(self, placed):
-        """Each node's power sync runs on its conductor, and only there."""
+    def assert_power_sync(self, placed, settle=SETTLE):
+        """Each node's power sync runs on its conductor, and only there.
+
+        :param settle: seconds from the API's answer to the conductors'
+            agreement with it, which the window starts after.
+        """
         # Every process converges within a watch interval or two of the
         # API: a sync started by the previous owner just before it saw
         # the change may still run meanwhile (Ironic's lock keeps the two
         # from working the node at once).
-        time.sleep(SETTLE)
+        time.sleep(settle)
         synced = self.power_synced_in_window()
         for node, conductor in placed.items():
             self.assertEqual({conductor}, synced.get(node), node)
