@@ -270,19 +270,73 @@ def report(args: argparse.Namespace) -> int:
             )
         )
     end = max((p['started'] + p['wall'] for p in parts), default=first)
+    cpu = sum(p['cpu'] for p in parts)
     print(
         'parts: %d s of wall time from the first start to the last end, '
-        '%d CPU s in all' % (end - first, sum(p['cpu'] for p in parts))
+        '%d CPU s in all' % (end - first, cpu)
     )
+    if args.budget_wall:
+        print(budget_line(end - first, cpu, args.budget_wall, args.budget_cpu))
     print('The 20 slowest tests:')
     for seconds, test, name in sorted(durations, reverse=True)[:20]:
         print('  %8.1f s  %s  (%s)' % (seconds, test, name))
+    if args.e2e_results:
+        print_costliest(args.e2e_results)
     for part in parts:
         for test, block in FAILURE.findall(part['text']):
             print('Why %s failed (%s):' % (test, part['name']))
             for line in why_failed(block):
                 print('  ' + line)
     return 0
+
+
+def budget_line(
+    wall: float, cpu: float, budget_wall: int, budget_cpu: int
+) -> str:
+    """What is left of the run's budget: the room a new case has."""
+    line = (
+        'budget: %d of %d s wall, %.1f minutes left; %d of %d CPU s, %d left'
+    ) % (
+        wall,
+        budget_wall,
+        (budget_wall - wall) / 60,
+        cpu,
+        budget_cpu,
+        budget_cpu - cpu,
+    )
+    if wall > budget_wall or cpu > budget_cpu:
+        line += ' (OVER BUDGET: make room before adding a case)'
+    return line
+
+
+def print_costliest(path: str, count: int = 15) -> None:
+    """The end-to-end cases that cost the most CPU seconds, from the
+    figures each case appends (tests/e2e/base.py), so that what to cut
+    first can be read off any run."""
+    cases = []
+    try:
+        with open(path) as handle:
+            for line in handle:
+                figures = json.loads(line)
+                if 'cpu_seconds' in figures:
+                    cases.append(figures)
+    except OSError:
+        return
+    print(
+        'The %d costliest end-to-end cases, of %d (CPU s, wall s with '
+        'any wait for the machine, Ironic):'
+        % (min(count, len(cases)), len(cases))
+    )
+    for case in sorted(cases, key=lambda c: -c['cpu_seconds'])[:count]:
+        print(
+            '  %6.1f  %6.1f  %s  (%s)'
+            % (
+                case['cpu_seconds'],
+                case['wall_seconds'],
+                case['test'].rpartition('.e2e.')[2],
+                case['ironic'],
+            )
+        )
 
 
 def why_failed(block: str) -> list[str]:
@@ -328,6 +382,22 @@ def main() -> int:
     run_parser.add_argument('command', nargs='+')
     report_parser = commands.add_parser('report', help='the table')
     report_parser.add_argument('--dir', required=True)
+    report_parser.add_argument(
+        '--e2e-results',
+        help='the end-to-end figures (IRONIC_AFFINITY_E2E_RESULTS)',
+    )
+    report_parser.add_argument(
+        '--budget-wall',
+        type=int,
+        default=0,
+        help='wall seconds the run may take: print what is left',
+    )
+    report_parser.add_argument(
+        '--budget-cpu',
+        type=int,
+        default=0,
+        help='CPU seconds the run may use',
+    )
     args = parser.parse_args()
     return run(args) if args.action == 'run' else report(args)
 

@@ -21,6 +21,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import resource
 import time
 
 from ironic_affinity.tests import base
@@ -74,6 +75,20 @@ def record(**figures):
             handle.write(json.dumps(figures) + '\n')
 
 
+def _cpu_used():
+    """CPU seconds of this process, of its waited-for children and of
+    the orphans a deployment killed."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (
+        own.ru_utime
+        + own.ru_stime
+        + children.ru_utime
+        + children.ru_stime
+        + deployment.orphans_cpu[0]
+    )
+
+
 class TestCase(base.TestCase):
     #: Whether the case measures seconds or rates against Ironic's
     #: timers under CPU load of its own (machine_share.py): it runs
@@ -82,6 +97,8 @@ class TestCase(base.TestCase):
 
     def setUp(self):
         super().setUp()
+        # First in, so last out: after every process of the case ended.
+        self.addCleanup(self._record_cost, time.monotonic(), _cpu_used())
         # Before any fixture: released after every process is stopped.
         units = machine_share.TIMED_UNITS if self.TIMED else 1
         held, waited = machine_share.acquire(units)
@@ -92,6 +109,16 @@ class TestCase(base.TestCase):
             restore = machine_share.raise_priority()
             if restore is not None:
                 self.addCleanup(restore)
+
+    def _record_cost(self, start, cpu):
+        """The case's wall and CPU seconds (its own process, what it
+        started and waited for, and the orphans it killed), so that
+        what a case costs CI can be read, and cut (ci.rst)."""
+        record(
+            test=self.id(),
+            wall_seconds=round(time.monotonic() - start, 1),
+            cpu_seconds=round(_cpu_used() - cpu, 1),
+        )
 
     def deploy(self, conductors, manager='affinity', **options):
         """Start the API and the given conductors; options go to
