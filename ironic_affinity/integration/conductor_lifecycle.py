@@ -118,7 +118,9 @@ def _join(host: str) -> None:
         membership.start()
         _MEMBERSHIPS[host] = membership
     timeout = CONF.affinity.member_timeout
-    if not membership.member.joined.wait(timeout):
+    if membership.member.joined.wait(timeout):
+        _read_own_entry()
+    else:
         log.getLogger(__name__).warning(
             'Conductor %(name)s has not joined the affinity group '
             'within %(timeout)s s; it registers with Ironic now and '
@@ -126,6 +128,22 @@ def _join(host: str) -> None:
             'is routed to it until then.',
             {'name': host, 'timeout': timeout},
         )
+
+
+def _read_own_entry() -> None:
+    """Read the group again, now that this conductor is in it.
+
+    The view's first read (warm_up) comes before the join. A view
+    without this conductor has no vote for affinity when it is the
+    first to join: the process would take the deployment to be on
+    Ironic's ring, hard tags aside, until its next read, which a
+    starved or cut-off process may not make for seconds.
+    """
+    from ironic.conf import CONF
+
+    from ironic_affinity.integration import process_services
+
+    process_services.started(CONF).view.refresh()
 
 
 def _agreement() -> Any:

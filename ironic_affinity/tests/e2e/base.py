@@ -124,6 +124,9 @@ class TestCase(base.TestCase):
         """Start the API and the given conductors; options go to
         deployment.Deployment."""
         dep = self.useFixture(deployment.Deployment(manager, **options))
+        if manager == 'affinity':
+            # Before the deployment's clean-up, while its logs are there.
+            self.addCleanup(self.assert_never_placed_by_stock, dep)
         for index, tag_lists in conductors.items():
             dep.start_conductor(index, **tag_lists)
         # No wait for the group: a conductor joins it before Ironic lists
@@ -131,6 +134,19 @@ class TestCase(base.TestCase):
         dep.wait_conductors(*conductors)
         self.dep = dep
         return dep
+
+    def assert_never_placed_by_stock(self, dep):
+        """No conductor of a deployment that runs affinity everywhere
+        placed by Ironic's ring, which knows no hard tags, even for a
+        moment (a conductor whose view lacked its own vote did, until
+        its next read of the group)."""
+        for name in dep.log_offsets():  # the conductors
+            found = [
+                line
+                for line in dep.log(name).splitlines()
+                if 'Placement by stock' in line
+            ]
+            self.assertEqual([], found, name)
 
     def name(self, index):
         return self.dep.conductor_name(index)

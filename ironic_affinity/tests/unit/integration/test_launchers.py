@@ -12,6 +12,9 @@
 
 """What the launchers read of Ironic's conductor service as it stops."""
 
+import sys
+import threading
+import types
 from unittest import mock
 
 import fixtures
@@ -19,6 +22,8 @@ from oslo_config import cfg
 
 from ironic_affinity.integration import conductor_lifecycle as lifecycle
 from ironic_affinity.integration import launchers
+from ironic_affinity.integration import process_services
+from ironic_affinity.membership import service
 from ironic_affinity.tests import base
 
 
@@ -121,3 +126,75 @@ class StoppingTestCase(base.TestCase):
         # The launcher's stop after Ironic's hook: done already.
         self.assertFalse(lifecycle.stopping('c1'))
         self.assertEqual(['c1'], drained)
+
+
+class JoinTestCase(base.TestCase):
+    """A conductor's own view counts it once it has joined: its first
+    read came before the join, and a view without it has no vote for
+    affinity when it is the first to join (the process would take the
+    deployment to be on Ironic's ring, hard tags aside)."""
+
+    def setUp(self):
+        super().setUp()
+        self.events = []
+        self.joins = True
+        conf = types.SimpleNamespace(
+            enabled_hardware_types=['fake-hardware'],
+            conductor=types.SimpleNamespace(conductor_group=''),
+            affinity=types.SimpleNamespace(member_timeout=0.01),
+        )
+        ironic_conf = types.ModuleType('ironic.conf')
+        ironic_conf.CONF = conf
+        # The ring loader imports Ironic: a stand-in, without the hook.
+        ring_loader = types.ModuleType(
+            'ironic_affinity.integration.ring.loader'
+        )
+        ring_loader.ironic_has_hook = lambda: False
+        patcher = mock.patch.dict(
+            sys.modules,
+            {'ironic.conf': ironic_conf, ring_loader.__name__: ring_loader},
+        )
+        patcher.start()
+        self.addCleanup(patcher.stop)
+        self.useFixture(
+            fixtures.MockPatchObject(lifecycle, '_MEMBERSHIPS', {})
+        )
+        self.useFixture(
+            fixtures.MockPatchObject(lifecycle, '_RAN_A_CONDUCTOR', False)
+        )
+        test = self
+
+        class Membership:
+            def __init__(self, *args, **kwargs):
+                self.member = types.SimpleNamespace(joined=threading.Event())
+
+            def start(self):
+                if test.joins:
+                    test.events.append('joined')
+                    self.member.joined.set()
+
+        self.useFixture(
+            fixtures.MockPatchObject(
+                service, 'ConductorMembership', Membership
+            )
+        )
+        view = types.SimpleNamespace(
+            refresh=lambda: self.events.append('view read')
+        )
+        self.useFixture(
+            fixtures.MockPatchObject(
+                process_services,
+                'started',
+                lambda conf: types.SimpleNamespace(view=view),
+            )
+        )
+
+    def test_the_view_reads_the_group_once_joined(self):
+        lifecycle._join('c1')
+        self.assertEqual(['joined', 'view read'], self.events)
+
+    def test_no_read_while_not_joined(self):
+        # The backend does not answer: the view keeps reading on its own.
+        self.joins = False
+        lifecycle._join('c1')
+        self.assertEqual([], self.events)
