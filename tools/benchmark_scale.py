@@ -649,9 +649,9 @@ class Probe:
                 name[len('cmdstat_') :]: int(stats['calls'])
                 for name, stats in calls.items()
             },
-            redis_cpu=load.cpu_seconds([self.redis_pid]),
+            redis_cpu=deployment.cpu_seconds([self.redis_pid]),
             cpu={
-                name: load.cpu_seconds(pids)
+                name: deployment.cpu_seconds(pids)
                 for name, pids in self.pids.items()
             },
             machine=_machine_cpu(),

@@ -253,32 +253,36 @@ def _drop_template(postgres: str, name: str) -> None:
 orphans_cpu = [0.0]
 
 
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command's name (the
+    state, field 3, first); None once the process has ended."""
+    try:
+        with open('/proc/%d/stat' % pid) as handle:
+            return handle.read().rpartition(')')[2].split()
+    except OSError:
+        return None
+
+
 def _group(pgid: int) -> set[int]:
-    """The live processes of a process group."""
+    """The live processes of a process group (field 5)."""
     found = set()
     for entry in os.listdir('/proc'):
         if entry.isdigit():
-            try:
-                with open('/proc/%s/stat' % entry) as handle:
-                    fields = handle.read().rpartition(')')[2].split()
-            except OSError:
-                continue  # ended meanwhile
-            if int(fields[2]) == pgid:
+            fields = _stat(int(entry))
+            if fields is not None and int(fields[2]) == pgid:
                 found.add(int(entry))
     return found
 
 
-def _count_orphans_cpu(pids: typing.Iterable[int]) -> None:
-    """Add the CPU seconds used so far by processes about to be killed
-    and never waited for here (utime and stime, fields 14 and 15)."""
-    ticks = os.sysconf('SC_CLK_TCK')
+def cpu_seconds(pids: typing.Iterable[int]) -> float:
+    """User and system CPU seconds the processes have used so far."""
+    total = 0
     for pid in pids:
-        try:
-            with open('/proc/%d/stat' % pid) as handle:
-                fields = handle.read().rpartition(')')[2].split()
-        except OSError:
-            continue
-        orphans_cpu[0] += (int(fields[11]) + int(fields[12])) / ticks
+        fields = _stat(pid)
+        if fields is not None:
+            # utime and stime, the 14th and 15th fields of the line.
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf('SC_CLK_TCK')
 
 
 class Deployment(fixtures.Fixture):
@@ -579,7 +583,7 @@ class Deployment(fixtures.Fixture):
         pids = self.pids(name)
         for pid in pids:
             os.kill(pid, signal.SIGSTOP)
-        _count_orphans_cpu(pids[1:])
+        orphans_cpu[0] += cpu_seconds(pids[1:])
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
         self.processes[name].wait(10)
@@ -603,7 +607,9 @@ class Deployment(fixtures.Fixture):
     def stop_all(self) -> None:
         for process in self.processes.values():
             if process.poll() is None:
-                _count_orphans_cpu(_group(process.pid) - {process.pid})
+                orphans_cpu[0] += cpu_seconds(
+                    _group(process.pid) - {process.pid}
+                )
                 try:
                     os.killpg(process.pid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -746,6 +752,15 @@ class Deployment(fixtures.Fixture):
             check=False,
         )
 
+    def members(self) -> list[str] | None:
+        """The names ``ironic-affinity members`` lists, sorted; None when
+        it fails (the backend unreachable). One run costs about a CPU
+        second: poll it every CLI_POLL."""
+        result = self.cli('members', '-f', 'json')
+        if result.returncode != 0:
+            return None
+        return sorted(m['name'] for m in json.loads(result.stdout)['members'])
+
     def wait_members(self, *indexes: int, timeout: float = 30) -> None:
         """Wait until ``ironic-affinity members`` lists the conductors.
 
@@ -753,16 +768,8 @@ class Deployment(fixtures.Fixture):
         Ironic lists it); for tests of the command's own view.
         """
         wanted = {self.conductor_name(i) for i in indexes}
-
-        def joined() -> bool:
-            result = self.cli('members', '-f', 'json')
-            if result.returncode != 0:
-                return False
-            found = json.loads(result.stdout)['members']
-            return wanted <= {m['name'] for m in found}
-
         self.wait(
-            joined,
+            lambda: wanted <= set(self.members() or ()),
             timeout,
             'conductors %s in the group' % wanted,
             interval=CLI_POLL,

@@ -662,20 +662,6 @@ class Outcome:
         )
 
 
-def cpu_seconds(pids: Iterable[int]) -> float:
-    """User and system CPU seconds the processes have used so far."""
-    total = 0
-    for pid in pids:
-        try:
-            with open('/proc/%d/stat' % pid) as handle:
-                fields = handle.read().rpartition(')')[2].split()
-        except FileNotFoundError:
-            continue
-        # utime and stime, the 14th and 15th fields of the whole line.
-        total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf('SC_CLK_TCK')
-
-
 class _LoadAverage(threading.Thread):
     def __init__(self, every: float = 5.0) -> None:
         super().__init__(name='loadavg', daemon=True)
@@ -719,8 +705,8 @@ def kill_under_load(
     survivors.remove('conductor%d' % victim)
     api_pids = dep.pids('api')
     conductor_pids = [p for name in survivors for p in dep.pids(name)]
-    api_cpu = cpu_seconds(api_pids)
-    conductors_cpu = cpu_seconds(conductor_pids)
+    api_cpu = deployment.cpu_seconds(api_pids)
+    conductors_cpu = deployment.cpu_seconds(conductor_pids)
     loadavg = _LoadAverage()
     loadavg.start()
     reading = Readers(dep.api_port, [n.uuid for n in nodes], readers)
@@ -743,8 +729,8 @@ def kill_under_load(
     finally:
         samples = reading.stop()
         loadavg.done.set()
-    api_cpu = cpu_seconds(api_pids) - api_cpu
-    conductors_cpu = cpu_seconds(conductor_pids) - conductors_cpu
+    api_cpu = deployment.cpu_seconds(api_pids) - api_cpu
+    conductors_cpu = deployment.cpu_seconds(conductor_pids) - conductors_cpu
     sync_window = time.monotonic() - window_start
     synced = dep.power_synced_since(offsets)
     after = holders(client, names, dep.max_limit)
