@@ -30,9 +30,11 @@ its Redis) are not in them; the machine's busy cores over the part's
 wall time (from /proc/stat) are, and so is every part that ran at the
 same time.
 
-``report`` prints a table of the parts, the tests each ran, and the 20
-slowest tests of the whole run, read from stestr's lines in the logs
-(``{worker} test.id [12.345s] ... ok``); then, for each failed test, the
+``report`` prints a table of the parts, the tests each ran, what is
+left of the run's budget (--budget-wall, --budget-cpu), the 20 slowest
+tests of the whole run, read from stestr's lines in the logs
+(``{worker} test.id [12.345s] ... ok``), and the end-to-end cases that
+cost the most CPU seconds (--e2e-results); then, for each failed test, the
 lines of its traceback in this project's code and the error, short: a
 reader of CI may see only the tail of its output.
 
