@@ -215,12 +215,21 @@ class EndToEndTestCase(base.TestCase):
         )
         self.assert_power_sync(after)
 
+    def edit2_forbidden(self, node1, node2, node3):
+        """The conductors the RFE's final example's hard tags exclude for
+        each of its nodes: conductor1 and 2 require datacenter1,
+        conductor3 datacenter2; conductor2 refuses network3."""
+        return {
+            node1: {self.name(3)},
+            node2: {self.name(2), self.name(3)},
+            node3: {self.name(1), self.name(2)},
+        }
+
     def create_edit2_nodes(self, dep, expected=(1, 1, 3), suffix=''):
         """The RFE's three nodes, created at once and watched from their
         creation on: neither the API nor any conductor's power sync may
         place one, even once, on a conductor its hard tags exclude
-        (conductor1 and 2 require datacenter1, conductor3 datacenter2;
-        conductor2 refuses network3).
+        (:meth:`edit2_forbidden`).
 
         :param expected: the conductor each node ends on, by index.
         """
@@ -228,11 +237,7 @@ class EndToEndTestCase(base.TestCase):
         node1 = dep.create_node('node1' + suffix, EDIT2_NODES[0])
         node2 = dep.create_node('node2' + suffix, EDIT2_NODES[1])
         node3 = dep.create_node('node3' + suffix, EDIT2_NODES[2])
-        forbidden = {
-            node1: {self.name(3)},
-            node2: {self.name(2), self.name(3)},
-            node3: {self.name(1), self.name(2)},
-        }
+        forbidden = self.edit2_forbidden(node1, node2, node3)
         # The API's answer, twice a second from the creations on.
         for _ in range(2 * FIRST_SECONDS):
             for node, refused in forbidden.items():
@@ -618,11 +623,7 @@ class EndToEndTestCase(base.TestCase):
         )
         time.sleep(base.SYNC_WINDOW)
         synced = dep.power_synced_since(dict.fromkeys(dep.log_offsets(), 0))
-        forbidden = {
-            node1: {self.name(3)},
-            node2: {self.name(2), self.name(3)},
-            node3: {self.name(1), self.name(2)},
-        }
+        forbidden = self.edit2_forbidden(node1, node2, node3)
         for node, refused in forbidden.items():
             self.assertFalse(synced.get(node, set()) & refused, node)
 
