@@ -26,12 +26,6 @@ the goals the design was chosen for:
    membership at most 3 times the stock ring's;
 4. placement independent of PYTHONHASHSEED and of conductor order.
 
-It also measures, for comparison only, small implementations of the
-alternatives weighed in doc/source/contributor/placement-algorithm.rst:
-a plain-Python rendezvous loop, multi-probe consistent hashing and
-Maglev. Those are written here for the figures and are not used by
-ironic-affinity.
-
 Run it with tox, or directly in an environment where ironic-affinity is
 installed::
 
@@ -40,7 +34,7 @@ installed::
     python tools/benchmark_placement.py [--quick] [--check] [--seed N]
 
 ``--check`` makes the exit status 1 when a goal fails. ``--quick`` shrinks
-the cost and comparison sections for a smoke run (under a minute);
+the cost section for a smoke run (under a minute);
 the balance and movement sections keep their full sizes, since their
 bounds only mean something at those sizes. The full run takes a few
 minutes on two cores. Timings are the best of three wall-clock runs.
@@ -65,13 +59,10 @@ import time
 import uuid
 
 import numpy as np
-import numpy.typing as npt
 from tooz import hashring
 
 from ironic_affinity import engine
 from ironic_affinity import profile
-from ironic_affinity import rendezvous
-from ironic_affinity import rendezvous_vector
 
 # What Ironic builds: 2 ** [DEFAULT]hash_partition_exponent, default 5.
 STOCK_PARTITIONS = 2**5
@@ -86,16 +77,6 @@ LARGE_TIE_BOUND = 1.10
 WARM_BOUND = 1.5
 COLD_BOUND = 3.0
 
-# Probes per key in the multi-probe comparison: the count its paper gives
-# for a peak-to-mean ratio near 1.05.
-PROBES = 21
-# Maglev lookup table size: a prime well above 100 times the members.
-MAGLEV_TABLE = 65537
-
-MASK64 = (1 << 64) - 1
-
-Hashes = npt.NDArray[np.uint64]
-
 
 @dataclasses.dataclass(frozen=True)
 class Sizes:
@@ -109,11 +90,6 @@ class Sizes:
     # Fair draws averaged for the expected max/mean of a random spread.
     fair_trials: int = 5
     wide_ring: bool = True
-    # Comparison-only parts: nodes timed one at a time. Each run is
-    # short, so more runs than for the goals steady the figure cheaply.
-    loop_nodes: int = 300
-    numpy_single_nodes: int = 3_000
-    comparison_repeats: int = 5
 
 
 FULL = Sizes()
@@ -127,9 +103,6 @@ QUICK = dataclasses.replace(
     repeats=1,
     fair_trials=1,
     wide_ring=False,
-    loop_nodes=50,
-    numpy_single_nodes=500,
-    comparison_repeats=1,
 )
 
 
@@ -696,216 +669,7 @@ def section_cost(
 
 
 # ---------------------------------------------------------------------------
-# 4. The alternatives, for comparison only. None of this is used by
-# ironic-affinity: it exists to give the design document figures.
-
-_M1 = 0xFF51AFD7ED558CCD
-_M2 = 0xC4CEB9FE1A85EC53
-
-
-def python_rendezvous(key: bytes, members: Sequence[int]) -> int:
-    """Comparison only: the engine's tie-break as a plain Python loop
-    over precomputed member hashes."""
-    node = rendezvous.hash64(key)
-    best, best_weight = 0, -1
-    for index, member in enumerate(members):
-        # Inlined: a helper call per member would make the loop slower.
-        value = node ^ member
-        value ^= value >> 33
-        value = (value * _M1) & MASK64
-        value ^= value >> 33
-        value = (value * _M2) & MASK64
-        value ^= value >> 33
-        if value > best_weight:
-            best, best_weight = index, value
-    return best
-
-
-def python_rendezvous_naive(key: bytes, names: Sequence[bytes]) -> int:
-    """Comparison only: rendezvous as often first written, one
-    cryptographic hash of (node, member) per member."""
-    weights = [
-        hashlib.blake2b(key + b'/' + name, digest_size=8).digest()
-        for name in names
-    ]
-    return max(range(len(names)), key=weights.__getitem__)
-
-
-_GOLDEN = 0x9E3779B97F4A7C15
-_S1 = np.uint64(0xBF58476D1CE4E5B9)
-_S2 = np.uint64(0x94D049BB133111EB)
-
-
-def _scramble(values: Hashes) -> Hashes:
-    # A 64-bit finaliser distinct from the engine's, so the probes are
-    # not correlated with anything else in this script.
-    values = values ^ (values >> np.uint64(30))
-    values *= _S1
-    values ^= values >> np.uint64(27)
-    values *= _S2
-    values ^= values >> np.uint64(31)
-    return values
-
-
-def multi_probe(keys: Hashes, members: Hashes) -> npt.NDArray[np.intp]:
-    """Comparison only: multi-probe consistent hashing with one point per
-    member. Each key is hashed PROBES times; the member whose point
-    follows some probe most closely on the ring wins."""
-    order = np.argsort(members)
-    points = members[order]
-    best = np.zeros(len(keys), dtype=np.intp)
-    closest = np.full(len(keys), np.iinfo(np.uint64).max, dtype=np.uint64)
-    for probe in range(PROBES):
-        salt = np.uint64((probe * _GOLDEN) & MASK64)
-        spots = _scramble(keys ^ salt)
-        after = np.searchsorted(points, spots, side='left')
-        after[after == len(points)] = 0
-        # Unsigned arithmetic wraps, which is the clockwise distance.
-        distance = points[after] - spots
-        nearer = distance < closest
-        closest[nearer] = distance[nearer]
-        best[nearer] = after[nearer]
-    return order[best]
-
-
-def _maglev_hash(name: str, purpose: bytes) -> int:
-    digest = hashlib.blake2b(
-        name.encode('utf-8'), digest_size=8, person=purpose
-    ).digest()
-    return int.from_bytes(digest, 'little')
-
-
-def maglev_table(names: Sequence[str], size: int) -> list[str]:
-    """Comparison only: a Maglev lookup table. Members take turns to
-    claim their next preferred free slot until the table is full."""
-    offsets = [_maglev_hash(n, b'offset') % size for n in names]
-    skips = [_maglev_hash(n, b'skip') % (size - 1) + 1 for n in names]
-    tried = [0] * len(names)
-    table: list[str | None] = [None] * size
-    filled = 0
-    while True:
-        for index, name in enumerate(names):
-            slot = (offsets[index] + tried[index] * skips[index]) % size
-            while table[slot] is not None:
-                tried[index] += 1
-                slot = (offsets[index] + tried[index] * skips[index]) % size
-            table[slot] = name
-            tried[index] += 1
-            filled += 1
-            if filled == size:
-                return table  # type: ignore[return-value]
-
-
-def maglev_owners(names: Sequence[str], keys: Hashes) -> list[str]:
-    table = np.array(maglev_table(names, MAGLEV_TABLE), dtype=object)
-    return table[keys % np.uint64(MAGLEV_TABLE)].tolist()
-
-
-def section_alternatives(
-    sizes: Sizes, results: Results, uuids: Sequence[str]
-) -> None:
-    print('\n4. Alternatives, comparison only (not used by ironic-affinity)')
-    tied = 1_000
-    names = [conductor_name(i) for i in range(tied)]
-    member_list = rendezvous.hash_names(names)
-    members = rendezvous_vector.as_hashes(member_list)
-    name_bytes = [n.encode('utf-8') for n in names]
-    keys = [u.encode('utf-8') for u in uuids]
-    key_hashes = rendezvous_vector.as_hashes(rendezvous.hash_keys(keys))
-    repeats = sizes.comparison_repeats
-
-    few = keys[: sizes.loop_nodes]
-    loop = best_of(
-        repeats, lambda: [python_rendezvous(k, member_list) for k in few]
-    ) / len(few)
-    naive = best_of(
-        repeats, lambda: [python_rendezvous_naive(k, name_bytes) for k in few]
-    ) / len(few)
-    single = key_hashes[: sizes.numpy_single_nodes]
-    vector_one = best_of(
-        repeats,
-        lambda: [
-            rendezvous_vector.winners_of(single[i : i + 1], members)
-            for i in range(len(single))
-        ],
-    ) / len(single)
-    vector_all = best_of(
-        repeats,
-        functools.partial(rendezvous_vector.winners_of, key_hashes, members),
-    ) / len(key_hashes)
-    same = [python_rendezvous(k, member_list) for k in few] == (
-        rendezvous_vector.winners_of(key_hashes[: len(few)], members).tolist()
-    )
-    print(f'  rendezvous over {tied:,} tied conductors, per node:')
-    batch = f'numpy, {len(key_hashes):,} nodes per call'
-    for label, seconds in (
-        ('plain Python loop, hashes precomputed', loop),
-        ('plain Python, blake2b per pair', naive),
-        ('numpy, one node per call', vector_one),
-        (batch, vector_all),
-    ):
-        print(f'    {label:<38} {seconds * 1e6:>9.2f} us')
-    agree = 'yes' if same else 'NO'
-    print(f"    the Python loop picks the engine's winner: {agree}")
-    results.context.append(
-        (
-            f'rendezvous, Python loop, {tied:,} tied',
-            f'{loop * 1e6:.0f} us/node',
-            f'numpy: {vector_one * 1e6:.0f} us one by one, '
-            f'{vector_all * 1e6:.2f} us batched',
-        )
-    )
-
-    print(
-        f'  multi-probe consistent hashing, 1 point per member, '
-        f'{PROBES} probes:'
-    )
-    for count in (3, 10, 100):
-        owners = multi_probe(key_hashes, members[:count]).tolist()
-        figure = max_over_mean(owners, count)
-        print(f'    {count:>3} members: max/mean {figure:.3f}')
-        results.context.append(
-            (
-                f'multi-probe ({PROBES} probes), {count} members',
-                f'{figure:.3f} max/mean',
-                'balance',
-            )
-        )
-    hundred = members[:100]
-    before = multi_probe(key_hashes, hundred)
-    after = multi_probe(key_hashes, np.delete(hundred, 42))
-    # Indexes shift past the removed member: compare member hashes.
-    moved_other = int(
-        np.count_nonzero(
-            (hundred[before] != np.delete(hundred, 42)[after]) & (before != 42)
-        )
-    )
-    print(f'    100 members, one removed: {moved_other} others moved')
-
-    build = best_of(
-        1, functools.partial(maglev_table, names[:100], MAGLEV_TABLE)
-    )
-    maglev_before = maglev_owners(names[:100], key_hashes)
-    maglev_after = maglev_owners(names[:42] + names[43:100], key_hashes)
-    moved, other = count_moves(maglev_before, maglev_after, names[42])
-    balance = max_over_mean(maglev_before, 100)
-    print(f'  Maglev, table of {MAGLEV_TABLE:,} slots, 100 members:')
-    print(
-        f'    max/mean {balance:.3f}; one removed: {moved:,} of its nodes '
-        f'moved, {other:,} others moved; table built in '
-        f'{build * 1e3:.0f} ms'
-    )
-    results.context.append(
-        (
-            'Maglev, 100 members, one removed',
-            f'{other:,} others moved',
-            f'max/mean {balance:.3f}',
-        )
-    )
-
-
-# ---------------------------------------------------------------------------
-# 5. Independence from process, hash seed and order
+# 4. Independence from process, hash seed and order
 
 
 def placement_digest(seed: int, reverse: bool = False) -> str:
@@ -922,7 +686,7 @@ def placement_digest(seed: int, reverse: bool = False) -> str:
 
 
 def section_determinism(seed: int, results: Results) -> None:
-    print('\n5. Same placement in other processes, hash seeds and orders')
+    print('\n4. Same placement in other processes, hash seeds and orders')
     here = placement_digest(seed)
     digests = {
         'this process': here,
@@ -1026,7 +790,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     section_balance(args.seed, sizes, results, uuids)
     section_movement(args.seed, sizes, results, uuids)
     section_cost(args.seed, sizes, results, uuids)
-    section_alternatives(sizes, results, uuids)
     section_determinism(args.seed, results)
     print_table(results)
     print(f'Ran in {time.perf_counter() - started:.0f} s')
