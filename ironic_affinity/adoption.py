@@ -17,11 +17,10 @@ A deployment that turns affinity placement on moves most of its nodes:
 with N conductors about (N-1)/N of them, since Ironic's ring and tags
 have nothing in common, and each ACTIVE node that moves is a takeover
 for the conductor that receives it. A *switch* (to affinity, or back to
-Ironic's ring) is therefore paced as a conductor's change is
-(:mod:`ironic_affinity.rollout`): each node follows it at its own moment,
-when the switch's elapsed fraction passes the node's share, a hash of
-the node and the switch, uniform over [0, 1). Every process computes the
-same side for a node from the switches and the clock alone.
+Ironic's ring) is therefore paced by the rule that paces a conductor's change
+(:mod:`ironic_affinity.schedule`), keyed by the switch: each node
+follows it at its own moment. Every process computes the same side for
+a node from the switches and the clock alone.
 
 Several switches may overlap: an operator who turns affinity off again
 halfway aborts the first switch. A switch stops where it is when the
@@ -43,6 +42,7 @@ import math
 from typing import Protocol
 
 from ironic_affinity import rendezvous
+from ironic_affinity import schedule
 from ironic_affinity._i18n import _
 
 
@@ -60,15 +60,9 @@ class KeyedNode(Protocol):
 STOCK = 'stock'
 AFFINITY = 'affinity'
 SIDES = (STOCK, AFFINITY)
-# Switches kept at once: older ones have finished long ago, and every
-# node has followed at least the newest finished one.
-MAX_SWITCHES = 8
 # When the deployment's first known side starts: before any published
 # time (capabilities refuse earlier ones), and the same in every process.
 ORIGIN_AT = 1e9
-# How far past a node's moment its side is read when listing its moves:
-# past the moment, whatever the rounding of the clock (as rollout does).
-_AFTER = 1e-3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,21 +93,7 @@ class Switch:
         """A 64-bit hash of this switch: nodes' shares differ from one
         switch to the next, so an abort does not retrace the same
         order."""
-        # repr() of a float is its shortest exact form: equal in every
-        # process that decoded the same published number.
-        return rendezvous.hash64(
-            b'switch\0%s\0%s'
-            % (self.to.encode(), repr(float(self.at)).encode())
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class Move:
-    """A node's change of side still to come."""
-
-    at: float
-    source: str
-    target: str
+        return schedule.change_key('switch', self.to, at=self.at)
 
 
 class Adoption:
@@ -126,33 +106,21 @@ class Adoption:
         # By time; two at one moment in a fixed order, whatever the order
         # they were read in.
         ordered = tuple(sorted(switches, key=lambda s: (s.at, s.to, s.period)))
-        self.switches = ordered[-MAX_SWITCHES:]
+        self.switches = ordered[-schedule.MAX_KEPT :]
         # A switch dropped from the front has finished before the ones
         # kept started (they are published in order): every node is on
         # its side.
         self.before = (
             before
-            if len(ordered) <= MAX_SWITCHES
-            else ordered[-MAX_SWITCHES - 1].to
+            if len(ordered) <= schedule.MAX_KEPT
+            else ordered[-schedule.MAX_KEPT - 1].to
         )
-        # Per switch: its hash, start, 2**64 / period (inf for a switch
-        # made at once), and when the next switch stops it: a node
-        # follows it once its weight on the switch is below the time it
-        # has run, scaled to 64 bits.
-        stops = [s.at for s in self.switches[1:]] + [math.inf]
-        stops = stops[: len(self.switches)]
-        self._hashed = tuple(
-            (
-                s.hashed(),
-                s.at,
-                math.inf if s.period == 0 else 2.0**64 / s.period,
-                stop,
-            )
-            for s, stop in zip(self.switches, stops, strict=True)
+        self._sides = (self.before,) + tuple(s.to for s in self.switches)
+        self._schedule = schedule.Schedule(
+            ((s.hashed(), s.at, s.period) for s in self.switches),
+            stop_at_next=True,
         )
-        self.ends_at = max(
-            (s.ends_at() for s in self.switches), default=-math.inf
-        )
+        self.ends_at = self._schedule.ends_at
 
     def side(
         self, node_key: bytes, now: float, created_at: float | None = None
@@ -168,23 +136,11 @@ class Adoption:
     def _side(
         self, node_hash: int, now: float, created_at: float | None = None
     ) -> str:
-        for index in range(len(self._hashed) - 1, -1, -1):
-            hashed, at, scale, stop = self._hashed[index]
-            ran = min(now, stop) - at
-            if created_at is not None and created_at >= at:
-                # Newest first: the switch under way when it was created.
-                followed = True
-            elif scale == math.inf:
-                followed = ran >= 0
-            else:
-                followed = rendezvous.weight(node_hash, hashed) < ran * scale
-            if followed:
-                return self.switches[index].to
-        return self.before
+        return self._sides[self._schedule.stage(node_hash, now, created_at)]
 
     def settled(self) -> str:
         """The side every node ends on."""
-        return self.switches[-1].to if self.switches else self.before
+        return self._sides[-1]
 
     def active(self, now: float) -> bool:
         """Whether a node may still be on another side than
@@ -196,34 +152,23 @@ class Adoption:
         time."""
         return self.side(node.hash_key, now, node.created_at)
 
-    def pending_of(self, node: KeyedNode, now: float) -> list['Move']:
+    def pending_of(
+        self, node: KeyedNode, now: float
+    ) -> list[schedule.Move[str]]:
         """:meth:`pending` of a node as the rings key it, with its
         creation time."""
         return self.pending(node.hash_key, now, node.created_at)
 
     def pending(
         self, node_key: bytes, now: float, created_at: float | None = None
-    ) -> list[Move]:
+    ) -> list[schedule.Move[str]]:
         """The node's changes of side still to come, in order."""
         node_hash = rendezvous.hash64(node_key)
-        moments = []
-        for hashed, at, scale, stop in self._hashed:
-            if created_at is not None and created_at >= at:
-                continue  # on its side since it was created
-            moment = at
-            if scale != math.inf:
-                moment += rendezvous.weight(node_hash, hashed) / scale
-            if now < moment < stop:
-                moments.append(moment)
-        moments.sort()
-        moves = []
-        where = self._side(node_hash, now, created_at)
-        for moment in moments:
-            there = self._side(node_hash, moment + _AFTER, created_at)
-            if there != where:
-                moves.append(Move(moment, where, there))
-                where = there
-        return moves
+        return schedule.moves(
+            self._schedule.moments(node_hash, now, created_at),
+            now,
+            lambda moment: self._side(node_hash, moment, created_at),
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -284,7 +229,7 @@ UNREAD = Agreement(
 
 def merged(switches: Iterable[Switch]) -> tuple[Switch, ...]:
     """Every member's switches as one history: each once, by time, the
-    newest :data:`MAX_SWITCHES`."""
+    newest :data:`schedule.MAX_KEPT`."""
     return Adoption(set(switches)).switches
 
 

@@ -49,6 +49,7 @@ from ironic_affinity import engine
 from ironic_affinity import profile
 from ironic_affinity import rollout
 from ironic_affinity import rollout_capacity
+from ironic_affinity import schedule
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +70,7 @@ class NodeAnswer:
     # Placed beyond its conductor's capacity: every way out was full.
     over_capacity: bool = False
     # Its moves still to come, in order; () when none is.
-    pending: tuple[rollout.Move, ...] = ()
+    pending: tuple[schedule.Move[str | None], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -263,7 +264,7 @@ class Placement:
         final = placement.conductor
         spilled_from = None
         over = False
-        pending: tuple[rollout.Move, ...] = ()
+        pending: tuple[schedule.Move[str | None], ...] = ()
         if settled is not None:
             holder = self.conductor(node, now, settled)
             if settled.holds(node.name):

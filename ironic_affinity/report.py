@@ -27,6 +27,7 @@ from ironic_affinity import adoption
 from ironic_affinity import placement
 from ironic_affinity import profile
 from ironic_affinity import rollout
+from ironic_affinity import schedule
 from ironic_affinity import tags
 
 
@@ -36,7 +37,7 @@ def moment(at: float) -> str:
     return time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(at))
 
 
-def _moves(moves: Iterable[rollout.Move]) -> list[dict[str, Any]]:
+def _moves(moves: Iterable[schedule.Move[str | None]]) -> list[dict[str, Any]]:
     return [
         {'from': m.source, 'to': m.target, 'at': round(m.at, 3)} for m in moves
     ]

@@ -16,101 +16,48 @@ A conductor that changes its profile (its tags reloaded) or joins the
 group with ``[affinity]rebalance_period`` set publishes, beside its new
 profile, the change: the profile before it (none for a join), when it
 happened on its own clock, and the period. Each node follows the change
-at its own moment: when the period's elapsed fraction passes the node's
-*share*, a hash of the node, the conductor and the time of the change,
-uniform over [0, 1). Until then the node sees the conductor as it was.
+at its own moment, by the pacing rule of :mod:`ironic_affinity.schedule`
+(keyed by the conductor and the time of the change); until then the
+node sees the conductor as it was.
 
 Every process places a node over the profiles the node sees, so all of
-them agree on it from the published profiles and the clock alone, with
-no shared state and no message of their own. How each case stays one
-answer:
+them agree on it from the published profiles and the clock alone:
 
 * Changes of different conductors are independent: a node sees each
   conductor at the stage of that conductor's changes it has passed.
 * A second change of a conductor before its first has finished is kept
-  after it; the conductor publishes both (at most :data:`MAX_CHANGES`).
-  A node sees the profile after the newest change whose share it has
-  passed, else the one before the oldest.
-* A process that starts during a rollout reads the same changes.
+  after it (at most :data:`schedule.MAX_KEPT`), and both run on.
 * A conductor that dies or leaves takes its changes with it: its nodes
-  move at once, as without pacing, over the profiles they see of the
-  others.
+  move at once, over the profiles they see of the others.
 
-Moves that must happen are never paced. If the conductor a node would
-stay on can no longer take it now (its hard tags, conductor group or
-hardware types exclude the node), the node goes at once to where it
-will end up: the placement over the profiles of now. Only moves that
-follow a better score or a new conductor wait their turn.
-
-Nodes follow a change in hash order, so its moves spread over the
-period like a fair random draw: out of N moves, about N x s / period in
-any s seconds. Disagreement between processes comes from their clocks
-(a skew of d seconds leaves N x d / period nodes differently placed for
-a moment) and from how late each reads the group, as without pacing.
+Moves that must happen are never paced: if the conductor a node would
+stay on can no longer take it now (hard tags, conductor group, hardware
+types), the node goes at once to the placement over the profiles of now.
+Only moves that follow a better score or a new conductor wait their
+turn. Why and with what figures: doc/source/admin/rebalancing.rst.
 """
 
 from collections.abc import Iterable
-from collections.abc import Sequence
 import dataclasses
 import math
 
 from ironic_affinity import engine
 from ironic_affinity import profile
 from ironic_affinity import rendezvous
-
-# Changes of one conductor kept at once: a conductor edited more often
-# than this within one period has its oldest changes cut short (their
-# remaining moves happen at once) rather than a profile growing without
-# bound.
-MAX_CHANGES = 8
-# How far after a node's moment its placement is computed when listing
-# its moves: past the moment, whatever the rounding of the clock.
-_AFTER = 1e-3
+from ironic_affinity import schedule
 
 # A node's view of the conductors that are changing: (name, stage) for
 # each one it does not see as it is now.
 Stages = tuple[tuple[str, int], ...]
 
 
-@dataclasses.dataclass(frozen=True)
-class Move:
-    """A move of one node still to come, on the changing conductor's
-    clock (seconds since the epoch)."""
-
-    at: float
-    source: str | None
-    target: str | None
-
-
-def change_hash(conductor: str, change: profile.ProfileChange) -> int:
-    """A 64-bit hash of one change of one conductor."""
-    # repr() of a float is its shortest exact form: equal in every
-    # process that decoded the same published number.
-    return rendezvous.hash64(
-        b'%s\0%s'
-        % (conductor.encode('utf-8'), repr(float(change.at)).encode())
+def schedule_of(conductor: profile.ConductorProfile) -> schedule.Schedule:
+    """The conductor's changes as a pacing schedule: stage 0 is the
+    profile before its oldest change, k the one after its k-th."""
+    return schedule.Schedule(
+        (schedule.change_key(conductor.name, at=c.at), c.at, c.period)
+        for c in conductor.changes
     )
-
-
-def share(
-    node_key: bytes, conductor: str, change: profile.ProfileChange
-) -> float:
-    """When in the change's period the node follows it: from 0 to 1."""
-    return _share(rendezvous.hash64(node_key), change_hash(conductor, change))
-
-
-def _share(node_hash: int, change: int) -> float:
-    # The rendezvous weight of the node on the change: uniform over the
-    # nodes for one change, unrelated from one change to the next, and a
-    # few integer operations once both hashes are known.
-    return rendezvous.weight(node_hash, change) / 2.0**64
-
-
-def elapsed(change: profile.ProfileChange, now: float) -> float:
-    """The fraction of the change's period gone by ``now``, 0 to 1."""
-    if now >= change.ends_at():
-        return 1.0
-    return min(1.0, max(0.0, (now - change.at) / change.period))
 
 
 def stage(
@@ -119,50 +66,14 @@ def stage(
     now: float,
     created_at: float | None = None,
 ) -> int:
-    """Which profile of the conductor the node sees ``now``: 0 is the
-    profile before its oldest change, k the one after its k-th change,
-    ``len(conductor.changes)`` the profile of now.
+    """Which profile of the conductor the node sees ``now``
+    (:func:`profile_at`).
 
     :param created_at: when the node was created, if known.
     """
-    return _stage(
-        rendezvous.hash64(node_key),
-        hashed_changes(conductor.name, conductor.changes),
-        now,
-        created_at,
+    return schedule_of(conductor).stage(
+        rendezvous.hash64(node_key), now, created_at
     )
-
-
-def _stage(
-    node_hash: int,
-    changes: Sequence[tuple[int, float, float]],
-    now: float,
-    created_at: float | None = None,
-) -> int:
-    """:func:`stage` from the node's hash and, per change, its hash, time
-    and ``2**64 / period``: the node follows a change once its weight on
-    the change is below the elapsed fraction of the period, scaled to 64
-    bits (past the end, every weight is), or at once if it was created
-    after the change began: no conductor held it before, so no takeover
-    is saved by waiting, and it would only move twice."""
-    for index in range(len(changes) - 1, -1, -1):
-        hashed, at, scale = changes[index]
-        if created_at is not None and created_at >= at:
-            return index + 1
-        if rendezvous.weight(node_hash, hashed) < (now - at) * scale:
-            return index + 1
-    return 0
-
-
-def hashed_changes(
-    conductor: str, changes: Iterable[profile.ProfileChange]
-) -> list[tuple[int, float, float]]:
-    """Per change: its hash, its time and ``2**64 / period``, what
-    :func:`_stage` reads; a node follows the change at ``at + weight /
-    scale``."""
-    return [
-        (change_hash(conductor, c), c.at, 2.0**64 / c.period) for c in changes
-    ]
 
 
 def profile_at(
@@ -215,7 +126,7 @@ def compose(
     before = previous.settled()
     if before.signature() != wanted.signature():
         kept += (profile.ProfileChange(before, now, period),)
-    return dataclasses.replace(wanted, changes=kept[-MAX_CHANGES:])
+    return dataclasses.replace(wanted, changes=kept[-schedule.MAX_KEPT :])
 
 
 def ends_at(conductors: Iterable[profile.ConductorProfile]) -> float | None:
@@ -269,11 +180,9 @@ class PacedPlacer:
             c.name: rendezvous.hash64(c.name.encode('utf-8'))
             for c in current.conductors
         }
-        # Each changing conductor's changes with their hashes, computed
-        # once: a lookup then hashes only the node.
-        self._changes = tuple(
-            hashed_changes(c.name, c.changes) for c in self._rolling
-        )
+        # Each changing conductor's schedule, hashed once: a lookup then
+        # hashes only the node.
+        self._schedules = tuple(schedule_of(c) for c in self._rolling)
         # By node constraints: per changing conductor, per stage, its
         # score for such a node, or None where it cannot take it. A
         # lookup then reads verdicts instead of computing them.
@@ -310,11 +219,11 @@ class PacedPlacer:
         """The changing conductors this node does not see as they are."""
         node_hash = rendezvous.hash64(node.hash_key)
         seen = []
-        for conductor, changes in zip(
-            self._rolling, self._changes, strict=True
+        for conductor, paced in zip(
+            self._rolling, self._schedules, strict=True
         ):
-            found = _stage(node_hash, changes, now, node.created_at)
-            if found < len(changes):
+            found = paced.stage(node_hash, now, node.created_at)
+            if found < len(paced.changes):
                 seen.append((conductor.name, found))
         return tuple(seen)
 
@@ -327,8 +236,8 @@ class PacedPlacer:
         scores = self._scores_for(node)
         # One pass per changing conductor, reading precomputed hashes
         # and scores.
-        for index, changes in enumerate(self._changes):
-            score = scores[index][_stage(key, changes, now, node.created_at)]
+        for index, paced in enumerate(self._schedules):
+            score = scores[index][paced.stage(key, now, node.created_at)]
             if score is None:
                 continue
             if top is None or score > top:
@@ -384,25 +293,16 @@ class PacedPlacer:
             return order
         return (first,) + tuple(c for c in order if c != first)
 
-    def pending(self, node: profile.NodeRequest, now: float) -> list[Move]:
+    def pending(
+        self, node: profile.NodeRequest, now: float
+    ) -> list[schedule.Move[str | None]]:
         """The node's moves still to come, in order."""
         key = rendezvous.hash64(node.hash_key)
-        moments = []
-        created = node.created_at
-        for changes in self._changes:
-            for hashed, at, scale in changes:
-                if created is not None and created >= at:
-                    continue  # followed as the node was created
-                # The moment the node's weight falls below the scaled
-                # elapsed fraction (_stage's test), if still to come.
-                moment = at + rendezvous.weight(key, hashed) / scale
-                if moment > now:
-                    moments.append(moment)
-        moves = []
-        where = self.conductor(node, now)
-        for moment in sorted(moments):
-            there = self.conductor(node, moment + _AFTER)
-            if there != where:
-                moves.append(Move(moment, where, there))
-                where = there
-        return moves
+        moments = [
+            moment
+            for paced in self._schedules
+            for moment in paced.moments(key, now, node.created_at)
+        ]
+        return schedule.moves(
+            moments, now, lambda moment: self.conductor(node, moment)
+        )

@@ -63,6 +63,7 @@ from ironic_affinity import engine
 from ironic_affinity import profile
 from ironic_affinity import rendezvous
 from ironic_affinity import rollout
+from ironic_affinity import schedule
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +74,7 @@ class Timeline:
     start: capacity.Assignment
     final: capacity.Assignment
     # Node name -> its one move; -inf for a move made at once.
-    moves: Mapping[str, rollout.Move]
+    moves: Mapping[str, schedule.Move[str | None]]
 
     def conductor(self, name: str, now: float) -> str | None:
         """The node's conductor at ``now``: a node this timeline does not
@@ -93,7 +94,9 @@ class Timeline:
                         counts[name] += step
         return counts
 
-    def pending(self, name: str, now: float) -> list[rollout.Move]:
+    def pending(
+        self, name: str, now: float
+    ) -> list[schedule.Move[str | None]]:
         """The node's move still to come, if any."""
         move = self.moves.get(name)
         return [move] if move is not None and move.at > now else []
@@ -115,21 +118,14 @@ def _before(
 
 
 def _turn(
-    node: profile.NodeRequest,
-    involved: Sequence[Sequence[tuple[int, float, float]]],
+    node: profile.NodeRequest, involved: Sequence[schedule.Schedule]
 ) -> float:
-    """When the node passes its share of these conductors' changes (each
-    as ``rollout.hashed_changes`` gives them): the earliest such moment;
-    a change's start for a node created after it began, which follows it
-    at once (rollout.py)."""
+    """When the node follows the first of these conductors' changes."""
     key = rendezvous.hash64(node.hash_key)
-    created = node.created_at
     return min(
-        at
-        if created is not None and created >= at
-        else at + rendezvous.weight(key, hashed) / scale
-        for changes in involved
-        for hashed, at, scale in changes
+        paced.moment(key, index, node.created_at)
+        for paced in involved
+        for index in range(len(paced.changes))
     )
 
 
@@ -146,10 +142,7 @@ def build(
     start = capacity.assign(_before(placer), nodes, pause)
     final = capacity.assign(current, nodes, pause)
     # Each changing conductor's changes, hashed once for every node.
-    changing = {
-        c.name: rollout.hashed_changes(c.name, c.changes)
-        for c in placer.rolling
-    }
+    changing = {c.name: rollout.schedule_of(c) for c in placer.rolling}
     # By the nodes' names: when each moves, first those that must.
     turns: dict[str, float] = {}
     for index, node in enumerate(nodes):
@@ -171,7 +164,7 @@ def _replay(
     start: capacity.Assignment,
     final: capacity.Assignment,
     turns: Mapping[str, float],
-) -> dict[str, rollout.Move]:
+) -> dict[str, schedule.Move[str | None]]:
     """Each move at its turn, or earlier when a node arriving at a full
     conductor needs the place of one leaving it."""
     # Every conductor of now: a joining one holds nothing at the start.
@@ -191,7 +184,7 @@ def _replay(
             leaving.setdefault(source, []).append((turn, name))
     for queue in leaving.values():
         heapq.heapify(queue)
-    moves: dict[str, rollout.Move] = {}
+    moves: dict[str, schedule.Move[str | None]] = {}
 
     def move(name: str, at: float) -> None:
         chain = [name]
@@ -201,7 +194,7 @@ def _replay(
                 continue
             source = start.conductors[node]
             target = final.conductors[node]
-            moves[node] = rollout.Move(at, source, target)
+            moves[node] = schedule.Move(at, source, target)
             if source is not None:
                 loads[source] -= 1
             if target is not None:

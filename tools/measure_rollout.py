@@ -75,6 +75,7 @@ from ironic_affinity import profile
 from ironic_affinity import rendezvous
 from ironic_affinity import rollout
 from ironic_affinity import rollout_capacity
+from ironic_affinity import schedule
 from ironic_affinity.membership import service
 from ironic_affinity.tests.functional import member_process
 from ironic_affinity.tests.functional import servers
@@ -351,7 +352,7 @@ def under_capacity(count: int, period: float) -> None:
             c.at
             + rendezvous.weight(
                 rendezvous.hash64(node.hash_key),
-                rollout.change_hash(name, c),
+                schedule.change_key(name, at=c.at),
             )
             / 2.0**64
             * c.period

@@ -27,7 +27,7 @@ from typing import Any
 from ironic_affinity import adoption
 from ironic_affinity import exception
 from ironic_affinity import profile
-from ironic_affinity import rollout
+from ironic_affinity import schedule
 from ironic_affinity import tags
 from ironic_affinity._i18n import _
 
@@ -199,13 +199,9 @@ def _number(value: Any, low: float, high: float, where: str) -> float:
 
 
 def _changes(name: str, value: Any) -> tuple[profile.ProfileChange, ...]:
-    if (
-        not isinstance(value, list)
-        or not 0 < len(value) <= rollout.MAX_CHANGES
-    ):
+    if not isinstance(value, list) or not 0 < len(value) <= schedule.MAX_KEPT:
         raise exception.InvalidCapabilities(
-            _('changes must be a list of 1 to %d changes')
-            % rollout.MAX_CHANGES
+            _('changes must be a list of 1 to %d changes') % schedule.MAX_KEPT
         )
     found = []
     for index, change in enumerate(value):
@@ -255,10 +251,10 @@ def _switching(value: Any) -> adoption.Published:
             _('switching must be a mapping of vote, since, period, switches')
         )
     switches = value['switches']
-    if not isinstance(switches, list) or len(switches) > adoption.MAX_SWITCHES:
+    if not isinstance(switches, list) or len(switches) > schedule.MAX_KEPT:
         raise exception.InvalidCapabilities(
             _('switching.switches must be a list of at most %d switches')
-            % adoption.MAX_SWITCHES
+            % schedule.MAX_KEPT
         )
     found = []
     for index, switch in enumerate(switches):

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from ironic_affinity import adoption
 from ironic_affinity import profile
+from ironic_affinity import schedule
 from ironic_affinity.tests import base
 
 T0 = 1_800_000_000.0
@@ -183,11 +184,11 @@ class AdoptionTestCase(base.TestCase):
             adoption.Switch(
                 'affinity' if i % 2 else 'stock', T0 + i * 1000, 10.0
             )
-            for i in range(adoption.MAX_SWITCHES + 3)
+            for i in range(schedule.MAX_KEPT + 3)
         ]
         found = adoption.Adoption(reversed(switches))
-        self.assertEqual(adoption.MAX_SWITCHES, len(found.switches))
-        self.assertEqual(switches[-adoption.MAX_SWITCHES - 1].to, found.before)
+        self.assertEqual(schedule.MAX_KEPT, len(found.switches))
+        self.assertEqual(switches[-schedule.MAX_KEPT - 1].to, found.before)
         self.assertEqual(switches[-1].to, found.settled())
 
     def test_bad_switches_are_refused(self):

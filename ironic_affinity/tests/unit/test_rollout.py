@@ -24,7 +24,9 @@ from hypothesis import strategies as st
 
 from ironic_affinity import engine
 from ironic_affinity import profile
+from ironic_affinity import rendezvous
 from ironic_affinity import rollout
+from ironic_affinity import schedule
 from ironic_affinity.membership import capabilities
 from ironic_affinity.tests import base
 from ironic_affinity.tests.unit import test_properties as props
@@ -46,6 +48,21 @@ def nodes(count, rack):
     ]
 
 
+def share(node_key, conductor, change):
+    """When in the change's period the node follows it, 0 to 1: the rule
+    (schedule.py) stated here from rendezvous hashing, with the change's
+    key as every process computes it."""
+    key = rendezvous.hash64(
+        b'%s\0%s' % (conductor.encode(), repr(float(change.at)).encode())
+    )
+    return rendezvous.weight(rendezvous.hash64(node_key), key) / 2.0**64
+
+
+def elapsed(change, now):
+    """The fraction of the change's period gone by ``now``, 0 to 1."""
+    return min(1.0, max(0.0, (now - change.at) / change.period))
+
+
 def changed(now, before, at=T0, period=PERIOD):
     """``now`` with one change from ``before``."""
     return dataclasses.replace(
@@ -65,10 +82,8 @@ def plain(conductors, requests):
 class StageTestCase(base.TestCase):
     def test_shares_are_stable_and_spread(self):
         change = profile.ProfileChange(None, T0, PERIOD)
-        shares = [
-            rollout.share(b'node-%d' % i, 'c1', change) for i in range(4000)
-        ]
-        self.assertEqual(shares[7], rollout.share(b'node-7', 'c1', change))
+        shares = [share(b'node-%d' % i, 'c1', change) for i in range(4000)]
+        self.assertEqual(shares[7], share(b'node-7', 'c1', change))
         self.assertTrue(all(0 <= s < 1 for s in shares))
         # Each tenth of [0, 1) holds about a tenth (binomial sd 19).
         for tenth in range(10):
@@ -80,16 +95,8 @@ class StageTestCase(base.TestCase):
         later = profile.ProfileChange(None, T0 + 1, PERIOD)
         self.assertNotEqual(
             shares[:50],
-            [rollout.share(b'node-%d' % i, 'c1', later) for i in range(50)],
+            [share(b'node-%d' % i, 'c1', later) for i in range(50)],
         )
-
-    def test_elapsed(self):
-        change = profile.ProfileChange(None, T0, PERIOD)
-        self.assertEqual(0.0, rollout.elapsed(change, T0 - 5))
-        self.assertEqual(0.0, rollout.elapsed(change, T0))
-        self.assertEqual(0.25, rollout.elapsed(change, T0 + 15))
-        self.assertEqual(1.0, rollout.elapsed(change, T0 + PERIOD))
-        self.assertEqual(1.0, rollout.elapsed(change, T0 + 10 * PERIOD))
 
     def test_stage_follows_the_newest_change_passed(self):
         p0 = conductor('c1', soft_affinity_tags='a')
@@ -99,12 +106,12 @@ class StageTestCase(base.TestCase):
         second = profile.ProfileChange(p1, T0 + 30, PERIOD)
         now = dataclasses.replace(p2, changes=(first, second))
         key = b'some-node'
-        s1 = rollout.share(key, 'c1', first)
-        s2 = rollout.share(key, 'c1', second)
+        s1 = share(key, 'c1', first)
+        s2 = share(key, 'c1', second)
         for moment in (T0 - 1, T0, T0 + 20, T0 + 45, T0 + 80, T0 + 95):
-            if s2 < rollout.elapsed(second, moment):
+            if s2 < elapsed(second, moment):
                 expected = 2
-            elif s1 < rollout.elapsed(first, moment):
+            elif s1 < elapsed(first, moment):
                 expected = 1
             else:
                 expected = 0
@@ -175,14 +182,12 @@ class ComposeTestCase(base.TestCase):
 
     def test_at_most_max_changes(self):
         published = None
-        for step in range(rollout.MAX_CHANGES + 3):
+        for step in range(schedule.MAX_KEPT + 3):
             wanted = conductor('c1', soft_affinity_tags='rack%d' % step)
             published = rollout.compose(published, wanted, T0 + step, 600)
-        self.assertEqual(rollout.MAX_CHANGES, len(published.changes))
+        self.assertEqual(schedule.MAX_KEPT, len(published.changes))
         # The newest are kept.
-        self.assertEqual(
-            T0 + rollout.MAX_CHANGES + 2, published.changes[-1].at
-        )
+        self.assertEqual(T0 + schedule.MAX_KEPT + 2, published.changes[-1].at)
 
     def test_unfinished(self):
         a = profile.ProfileChange(None, T0, 10)
@@ -246,7 +251,7 @@ class PacedPlacerTestCase(base.TestCase):
     def test_a_node_moves_when_its_share_is_passed(self):
         change = self.paced.rolling[0].changes[0]
         for node in self.nodes[:40]:
-            moment = T0 + rollout.share(node.hash_key, 'c1', change) * PERIOD
+            moment = T0 + share(node.hash_key, 'c1', change) * PERIOD
             self.assertEqual(
                 self.old[node.name], self.paced.conductor(node, moment - 0.01)
             )

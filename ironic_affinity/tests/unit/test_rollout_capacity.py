@@ -143,7 +143,7 @@ class PacedCapacityTestCase(base.TestCase):
         change = self.published[0].changes[0]
         for name, move in self.timeline.moves.items():
             node = next(n for n in self.nodes if n.name == name)
-            turn = T0 + rollout.share(node.hash_key, 'c1', change) * PERIOD
+            turn = T0 + rollouts.share(node.hash_key, 'c1', change) * PERIOD
             self.assertLessEqual(move.at, turn + 1e-6)
             if move.target == 'c1':
                 # Nodes that come to c1 are never hurried.
