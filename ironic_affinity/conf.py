@@ -260,13 +260,22 @@ IRONIC_OPTS = [
     cfg.StrOpt(
         'hash_ring_manager',
         default='affinity',
+        choices=[
+            ('affinity', _('place nodes by affinity tags')),
+            (
+                'stock',
+                _(
+                    "keep Ironic's own hash ring, to roll back without "
+                    'uninstalling'
+                ),
+            ),
+        ],
         help=_(
             'Which hash-ring manager Ironic uses when started through '
             'ironic-affinity (its launchers or API middleware): "affinity" '
             'places nodes by affinity tags; "stock" keeps Ironic\'s own '
             'hash ring, to roll back without uninstalling. Set the same '
-            'value on every conductor and API service. A name of the '
-            'ironic_affinity.hash_ring_managers entry point namespace.'
+            'value on every conductor and API service.'
         ),
     ),
     cfg.StrOpt(

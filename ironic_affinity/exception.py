@@ -42,7 +42,7 @@ class MembershipUnavailable(AffinityError):
 
 
 class UnknownHashRingManager(AffinityError):
-    """[affinity]hash_ring_manager names no installed plugin."""
+    """The affinity hash-ring manager's entry point is not installed."""
 
 
 class UsageError(AffinityError):

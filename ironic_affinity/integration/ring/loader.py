@@ -10,32 +10,30 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Putting the configured hash-ring manager into Ironic's processes.
+"""Putting the affinity hash-ring manager into Ironic's processes.
 
-What Ironic builds is :class:`ConfiguredHashRingManager`, which builds
-whichever plugin ``[affinity]hash_ring_manager`` names in the
-``ironic_affinity.hash_ring_managers`` namespace (``affinity``, or the
-``stock`` vote), read when the first manager is built, after Ironic has
-parsed its configuration. It reaches Ironic one of two ways:
+What Ironic builds is
+:class:`~ironic_affinity.integration.ring.ring_manager.AffinityHashRingManager`,
+for either value of ``[affinity]hash_ring_manager`` (``stock`` is a
+conductor's vote for Ironic's ring, which that manager honours). It
+reaches Ironic one of two ways:
 
 - an Ironic with the pluggable hash-ring manager (contrib/ironic/) loads
   it itself: it is registered as ``affinity`` in Ironic's
   ``ironic.hash_ring_managers`` namespace, and ``[DEFAULT]
   hash_ring_manager = affinity`` in ironic.conf enables it, with no
   launcher;
-- on any other Ironic, :func:`install` replaces
-  ``ironic.common.hash_ring.HashRingManager``, which Ironic looks up each
-  time it builds a manager, once, before Ironic's own ``main()`` runs: no
-  Ironic file is edited.
+- on any other Ironic, :func:`install` loads it by that same entry
+  point and replaces ``ironic.common.hash_ring.HashRingManager``, which
+  Ironic looks up each time it builds a manager, once, before Ironic's
+  own ``main()`` runs: no Ironic file is edited.
 """
 
-import functools
 from typing import Any
 
 from ironic.common import hash_ring
 from ironic.conf import CONF
 from oslo_config import cfg
-from oslo_log import log
 import stevedore
 from stevedore import exception as stevedore_exception
 
@@ -44,58 +42,32 @@ from ironic_affinity import exception
 from ironic_affinity._i18n import _
 from ironic_affinity.integration import enabling
 
-LOG = log.getLogger(__name__)
-
-NAMESPACE = 'ironic_affinity.hash_ring_managers'
-
-# Ironic's own class, kept before we replace it, for the "stock" plugin.
+# Ironic's own class, kept before we replace it: what the affinity
+# manager answers with while the deployment places by Ironic's ring.
 _ORIGINAL: Any = hash_ring.HashRingManager
 
+IRONIC_NAME = enabling.IRONIC_NAME
+# Ironic's namespace of hash-ring managers, where ours is IRONIC_NAME.
+NAMESPACE = 'ironic.hash_ring_managers'
+BY_IRONIC_CONF = enabling.BY_IRONIC_CONF
 
-@functools.cache
-def load(name: str) -> Any:
-    """The hash-ring manager class (or factory) registered as ``name``.
-
-    :raises: UnknownHashRingManager naming the namespace and the name.
-    """
-    try:
-        manager: stevedore.DriverManager[Any] = stevedore.DriverManager(
-            NAMESPACE, name, invoke_on_load=False
-        )
-    except stevedore_exception.NoMatches as exc:
-        raise exception.UnknownHashRingManager(
-            _(
-                '[affinity]hash_ring_manager = %(name)s: no such plugin in '
-                'namespace %(ns)s'
-            )
-            % {'name': name, 'ns': NAMESPACE}
-        ) from exc
-    LOG.info('Hash-ring manager: %(name)s', {'name': name})
-    return manager.driver
+# How the plugin reached this process, as enabled_by() says it.
+_INSTALLED_BY: str | None = None
 
 
 def stock_manager(use_groups: bool = True, cache: bool = True) -> Any:
-    """Ironic's own hash-ring manager, as it was before install(): what
-    the affinity manager answers with while the deployment places by
-    Ironic's ring (see ironic_affinity.adoption)."""
+    """Ironic's own hash-ring manager, as it was before :func:`install`."""
     return _ORIGINAL(use_groups=use_groups, cache=cache)
 
 
-stock_manager.reset = lambda: _ORIGINAL.reset()  # type: ignore[attr-defined]
-
-
-IRONIC_NAME = enabling.IRONIC_NAME
-BY_IRONIC_CONF = enabling.BY_IRONIC_CONF
+def reset_stock() -> None:
+    """Ironic's own manager's ``reset()``."""
+    _ORIGINAL.reset()
 
 
 def ironic_has_hook() -> bool:
     """Whether this Ironic has the pluggable hash-ring manager."""
     return enabling.ironic_has_hook(hash_ring)
-
-
-#: How the plugin reached this process, as :func:`enabled_by` says it.
-BY_IRONIC_CONF = 'ironic.conf'
-_INSTALLED_BY: str | None = None
 
 
 def enabled_by() -> str | None:
@@ -112,28 +84,16 @@ def enabled_by() -> str | None:
     return None
 
 
-def _register_options() -> None:
+def register_options() -> None:
+    """Our options on Ironic's CONF; again is harmless. Loaded by Ironic
+    itself, the manager runs this first: options registered after Ironic
+    parsed its configuration are read from it all the same."""
+    if affinity_conf.GROUP.name in CONF:
+        return  # the common case: Ironic builds a manager per request
     try:
         affinity_conf.register_opts(CONF)
     except cfg.DuplicateOptError:
-        pass  # already registered, by an earlier call
-
-
-class ConfiguredHashRingManager:
-    """Stands where Ironic looks for its HashRingManager class, or is
-    loaded by Ironic as ``affinity``."""
-
-    def __new__(cls, use_groups: bool = True, cache: bool = True) -> Any:
-        # Loaded by Ironic itself, this is the plugin's first code to run
-        # in the process: options registered after Ironic parsed its
-        # configuration are read from it all the same.
-        _register_options()
-        factory = load(CONF.affinity.hash_ring_manager)
-        return factory(use_groups=use_groups, cache=cache)
-
-    @classmethod
-    def reset(cls) -> None:
-        load(CONF.affinity.hash_ring_manager).reset()
+        pass  # registered by another thread meanwhile
 
 
 def install(by: str) -> None:
@@ -150,7 +110,7 @@ def install(by: str) -> None:
         :func:`enabled_by`: the first caller is the one that counts.
     """
     global _INSTALLED_BY
-    _register_options()
+    register_options()
     if ironic_has_hook():
         # Read before any override: ironic.conf has it already where the
         # middleware is built (after parsing), never where a launcher
@@ -161,4 +121,24 @@ def install(by: str) -> None:
         return
     if _INSTALLED_BY is None:
         _INSTALLED_BY = by
-    hash_ring.HashRingManager = ConfiguredHashRingManager
+    hash_ring.HashRingManager = affinity_manager()
+
+
+def affinity_manager() -> Any:
+    """Our manager class, by the entry point an Ironic with the hook
+    loads: one name for both ways in.
+
+    :raises: UnknownHashRingManager when the entry point is not installed.
+    """
+    try:
+        return stevedore.DriverManager(
+            NAMESPACE, IRONIC_NAME, invoke_on_load=False
+        ).driver
+    except stevedore_exception.NoMatches as exc:
+        raise exception.UnknownHashRingManager(
+            _(
+                'No hash-ring manager %(name)s in namespace %(ns)s: '
+                'reinstall ironic-affinity'
+            )
+            % {'name': IRONIC_NAME, 'ns': NAMESPACE}
+        ) from exc

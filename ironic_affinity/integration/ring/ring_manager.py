@@ -56,12 +56,13 @@ class AffinityHashRingManager:
     """Ironic's HashRingManager contract, placing by affinity."""
 
     def __init__(self, use_groups: bool = True, cache: bool = True) -> None:
+        loader.register_options()
         self.use_groups = use_groups
         self.cache = cache
 
     @classmethod
     def reset(cls) -> None:
-        loader.stock_manager.reset()  # type: ignore[attr-defined]
+        loader.reset_stock()
         services = process_services.if_started()
         if services is not None:
             services.states.reset()

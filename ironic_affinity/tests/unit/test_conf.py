@@ -109,6 +109,22 @@ class TagOptionsTestCase(base.TestCase):
         self.assertEqual('group1', built.conductor_group)
         self.assertEqual(600, built.max_nodes)
 
+    def test_hash_ring_manager_is_affinity_or_stock(self):
+        self.conf([])
+        self.assertEqual('affinity', self.conf.affinity.hash_ring_manager)
+        path = self._conf_file('[affinity]\nhash_ring_manager = stock\n')
+        self.conf(['--config-file', path])
+        self.assertEqual('stock', self.conf.affinity.hash_ring_manager)
+        path = self._conf_file('[affinity]\nhash_ring_manager = Stok\n')
+        self.conf(['--config-file', path])
+        exc = self.assertRaises(
+            cfg.ConfigFileValueError,
+            getattr,
+            self.conf.affinity,
+            'hash_ring_manager',
+        )
+        self.assertIn('hash_ring_manager', str(exc))
+
     def test_max_nodes_defaults_to_no_limit_and_refuses_negatives(self):
         self.conf([])
         self.assertEqual(0, conf.conductor_profile(self.conf, 'c').max_nodes)

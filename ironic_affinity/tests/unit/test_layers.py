@@ -30,6 +30,7 @@ LAYERS = (
         'model',
         (
             'profile',
+            'schedule',
             'adoption',
             'rendezvous_mix',
             'rendezvous',

@@ -22,6 +22,7 @@ from unittest import mock
 import fixtures
 from oslo_config import cfg
 
+from ironic_affinity import exception
 from ironic_affinity.integration import conductor_lifecycle
 from ironic_affinity.tests import base
 from ironic_affinity.tests.unit.integration.ring import test_ring_manager
@@ -57,7 +58,7 @@ class LoaderFixture(base.TestCase):
         patcher = mock.patch.dict(sys.modules, modules)
         patcher.start()
         self.addCleanup(patcher.stop)
-        self.loader, _ = test_ring_manager.import_afresh(
+        self.loader, self.ring_manager = test_ring_manager.import_afresh(
             self, 'loader', 'ring_manager'
         )
 
@@ -68,7 +69,7 @@ class WithoutHookTestCase(LoaderFixture):
         self.assertIsNone(self.loader.enabled_by())
         self.loader.install('ironic-affinity-conductor')
         self.assertIs(
-            self.loader.ConfiguredHashRingManager,
+            self.ring_manager.AffinityHashRingManager,
             self.hash_ring.HashRingManager,
         )
         self.assertEqual('ironic-affinity-conductor', self.loader.enabled_by())
@@ -79,6 +80,24 @@ class WithoutHookTestCase(LoaderFixture):
         self.assertIsInstance(
             self.loader.stock_manager(), test_ring_manager.FakeStockManager
         )
+
+
+class EntryPointMissingTestCase(LoaderFixture):
+    def test_a_missing_entry_point_is_named(self):
+        # As in an environment where the package's metadata is stale.
+        self.useFixture(
+            fixtures.MockPatchObject(
+                self.loader, 'NAMESPACE', 'ironic_affinity.no_such_namespace'
+            )
+        )
+        exc = self.assertRaises(
+            exception.UnknownHashRingManager,
+            self.loader.install,
+            'ironic-affinity-conductor',
+        )
+        self.assertIn('ironic_affinity.no_such_namespace', str(exc))
+        self.assertIn('affinity', str(exc))
+        self.assertIs(self.ironic_class, self.hash_ring.HashRingManager)
 
 
 class WithHookTestCase(LoaderFixture):
@@ -112,7 +131,7 @@ class WithHookTestCase(LoaderFixture):
         # What Ironic's loader does with the entry point: build it with
         # its two keywords (our options are registered then, after
         # Ironic parsed its configuration).
-        manager = self.loader.ConfiguredHashRingManager(
+        manager = self.ring_manager.AffinityHashRingManager(
             use_groups=False, cache=False
         )
         self.assertEqual(
@@ -156,8 +175,8 @@ class EntryPointTestCase(base.TestCase):
         module, _, attribute = found.value.partition(':')
         self.assertEqual(
             (
-                'ironic_affinity.integration.ring.loader',
-                'ConfiguredHashRingManager',
+                'ironic_affinity.integration.ring.ring_manager',
+                'AffinityHashRingManager',
             ),
             (module, attribute),
         )

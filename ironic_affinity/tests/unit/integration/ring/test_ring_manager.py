@@ -25,6 +25,8 @@ import sys
 import types
 from unittest import mock
 
+from oslo_config import cfg
+
 from ironic_affinity import adoption
 from ironic_affinity import profile
 from ironic_affinity import rendezvous
@@ -111,7 +113,7 @@ def _fake_ironic():
     common.exception = exception
     common.hash_ring = hash_ring
     conf = types.ModuleType('ironic.conf')
-    conf.CONF = object()
+    conf.CONF = cfg.ConfigOpts()
     ironic = types.ModuleType('ironic')
     ironic.common, ironic.conf = common, conf
     return {
