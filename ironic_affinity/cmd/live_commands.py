@@ -31,6 +31,7 @@ from ironic_affinity import exception
 from ironic_affinity import report
 from ironic_affinity._i18n import _
 from ironic_affinity.cmd import output
+from ironic_affinity.cmd import render
 from ironic_affinity.integration.data import ironic_db
 from ironic_affinity.integration.data import live
 from ironic_affinity.membership import backend
@@ -111,7 +112,7 @@ def plan(conf: cfg.ConfigOpts, args: Any) -> int:
     output.emit(
         result,
         _placed_by_affinity_note(result['placement'])
-        + report.render_plan(result, args.down),
+        + render.render_plan(result, args.down),
         args.format,
     )
     return 0
@@ -119,7 +120,7 @@ def plan(conf: cfg.ConfigOpts, args: Any) -> int:
 
 def _placed_by_affinity_note(placed: dict[str, Any]) -> str:
     """What the tables below are while Ironic's ring places nodes."""
-    said = report.render_switching(placed)
+    said = render.render_switching(placed)
     if not said:
         return ''
     if placed['state'] == 'affinity' and not placed['due']:
@@ -152,7 +153,7 @@ def explain(conf: cfg.ConfigOpts, args: Any, wanted: str) -> int:
     output.emit(
         result,
         _placed_by_affinity_note(result['placement'])
-        + report.render_explain(result),
+        + render.render_explain(result),
         args.format,
     )
     return 0
@@ -164,7 +165,7 @@ def check(conf: cfg.ConfigOpts, args: Any) -> int:
     result['not_members'] = sorted(deployment.not_members)
     now = time.time()
     result['placement'] = _switching(deployment, now)
-    output.emit(result, report.render_check(result), args.format)
+    output.emit(result, render.render_check(result), args.format)
     problems = result['orphans'] or result['over_capacity']
     return EXIT_PROBLEM if problems else 0
 
@@ -185,7 +186,7 @@ def members(conf: cfg.ConfigOpts, args: Any) -> int:
     )
     if conf.database.connection and not snapshot.stale:
         result['placement'] = _placement_from_database(conf, snapshot, result)
-    output.emit(result, report.render_members(result), args.format)
+    output.emit(result, render.render_members(result), args.format)
     # An unreadable backend shows in the status too, for monitoring.
     return EXIT_PROBLEM if snapshot.stale else 0
 

@@ -24,6 +24,7 @@ from oslo_log import log
 from ironic_affinity import report
 from ironic_affinity import scenario
 from ironic_affinity.cmd import output
+from ironic_affinity.cmd import render
 
 LOG = log.getLogger(__name__)
 
@@ -50,7 +51,7 @@ def load(path: str, down: list[str]) -> scenario.Scenario:
 def plan(args: Any) -> int:
     loaded = load(args.scenario, args.down)
     result = report.plan(loaded.conductors, loaded.nodes, set(args.down))
-    output.emit(result, report.render_plan(result, args.down), args.format)
+    output.emit(result, render.render_plan(result, args.down), args.format)
     return 0
 
 
@@ -60,5 +61,5 @@ def explain(args: Any, path: str, node_name: str) -> int:
     result = report.explain(
         loaded.conductors, node, set(args.down), loaded.nodes
     )
-    output.emit(result, report.render_explain(result), args.format)
+    output.emit(result, render.render_explain(result), args.format)
     return 0

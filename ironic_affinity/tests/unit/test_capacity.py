@@ -32,6 +32,7 @@ from ironic_affinity import profile
 from ironic_affinity import rendezvous
 from ironic_affinity import report
 from ironic_affinity import scenario
+from ironic_affinity.cmd import render
 from ironic_affinity.tests import base
 from ironic_affinity.tests.unit import test_properties as props
 
@@ -453,7 +454,7 @@ class ReportTestCase(base.TestCase):
         over = [r for r in rows.values() if r.get('over_capacity')]
         self.assertEqual(1, len(over))
         self.assertEqual('c1', over[0]['conductor'])
-        text = report.render_plan(result)
+        text = render.render_plan(result)
         self.assertIn('spilled: c1 full', text)
         self.assertIn('over capacity: every way out full', text)
         self.assertIn('conductors over capacity: c1 (+1)', text)
@@ -464,7 +465,7 @@ class ReportTestCase(base.TestCase):
         ]
         result = report.plan(unlimited, self.nodes)
         self.assertEqual({'placements', 'loads', 'unplaced'}, set(result))
-        self.assertNotIn('NOTE', report.render_plan(result))
+        self.assertNotIn('NOTE', render.render_plan(result))
 
     def test_moves_under_capacity(self):
         result = report.plan(self.conductors, self.nodes, down={'c2'})
@@ -491,7 +492,7 @@ class ReportTestCase(base.TestCase):
         self.assertEqual('chosen', rows['c2']['verdict'])
         self.assertIn(
             'Placed on: c2 (spilled: its first choice c1 is full)',
-            report.render_explain(result),
+            render.render_explain(result),
         )
 
     def test_check_and_members(self):
@@ -500,16 +501,16 @@ class ReportTestCase(base.TestCase):
             {'c1': {'nodes': 3, 'max_nodes': 2}}, result['over_capacity']
         )
         self.assertIn(
-            'c1: 3 node(s) for max_nodes 2', report.render_check(result)
+            'c1: 3 node(s) for max_nodes 2', render.render_check(result)
         )
         members = report.members(
             {c.name: c for c in self.conductors}, 'url', 'g', rejected={}
         )
-        self.assertIn('MAX NODES', report.render_members(members))
+        self.assertIn('MAX NODES', render.render_members(members))
         self.assertEqual([2, 2], [m['max_nodes'] for m in members['members']])
         unlimited = {'c1': conductor('c1')}
         members = report.members(unlimited, 'url', 'g', rejected={})
-        self.assertNotIn('MAX NODES', report.render_members(members))
+        self.assertNotIn('MAX NODES', render.render_members(members))
 
 
 class ScenarioTestCase(base.TestCase):

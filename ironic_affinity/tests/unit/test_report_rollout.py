@@ -18,6 +18,7 @@ from ironic_affinity import engine
 from ironic_affinity import profile
 from ironic_affinity import report
 from ironic_affinity import rollout
+from ironic_affinity.cmd import render
 from ironic_affinity.tests import base
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
@@ -50,8 +51,8 @@ class RolloutReportTestCase(base.TestCase):
         )
 
     def test_moment(self):
-        self.assertEqual('2027-01-15T08:00:00Z', report.moment(T0))
-        self.assertEqual('2027-01-15T08:00:30Z', report.moment(T0 + 30.4))
+        self.assertEqual('2027-01-15T08:00:00Z', render.moment(T0))
+        self.assertEqual('2027-01-15T08:00:30Z', render.moment(T0 + 30.4))
 
     def test_plan_shows_where_nodes_are_and_their_moves(self):
         now = T0 + 20
@@ -78,7 +79,7 @@ class RolloutReportTestCase(base.TestCase):
             {'c1': 30 - len(waiting), 'c2': len(waiting)}, result['loads']
         )
         self.assertTrue(0 < len(waiting) < 30)
-        text = report.render_plan(result)
+        text = render.render_plan(result)
         self.assertIn('NOTE', text)
         self.assertIn(
             'Rollout under way until 2027-01-15T08:01:00Z: %d node(s) '
@@ -88,7 +89,7 @@ class RolloutReportTestCase(base.TestCase):
         self.assertIn('Pending moves\nNODE', text)
         first = min(waiting, key=lambda p: p['pending'][0]['at'])
         self.assertIn(
-            'moves to c1 at %s' % report.moment(first['pending'][0]['at']),
+            'moves to c1 at %s' % render.moment(first['pending'][0]['at']),
             text,
         )
 
@@ -101,7 +102,7 @@ class RolloutReportTestCase(base.TestCase):
                 [final.place(n).conductor for n in self.nodes],
                 [p['conductor'] for p in result['placements']],
             )
-            self.assertNotIn('NOTE', report.render_plan(result))
+            self.assertNotIn('NOTE', render.render_plan(result))
 
     def test_under_capacity_nodes_move_at_their_turn(self):
         # c1 holds 20: the 20 rack2 nodes it takes at the end come at
@@ -159,10 +160,10 @@ class RolloutReportTestCase(base.TestCase):
         self.assertEqual(['c2', 'c1'], result['fallback'])
         verdicts = {r['conductor']: r['verdict'] for r in result['conductors']}
         self.assertEqual({'c1': 'next', 'c2': 'chosen'}, verdicts)
-        text = report.render_explain(result)
+        text = render.render_explain(result)
         self.assertIn(
             'Placed on: c2 (moves to c1 at %s; rollout under way until '
-            '2027-01-15T08:01:00Z)' % report.moment(move['at']),
+            '2027-01-15T08:01:00Z)' % render.moment(move['at']),
             text,
         )
 
@@ -176,7 +177,7 @@ class RolloutReportTestCase(base.TestCase):
         self.assertEqual([], result['pending'])
         self.assertIn(
             'Placed on: c1 (where it stays: rollout under way until',
-            report.render_explain(result),
+            render.render_explain(result),
         )
 
     def test_members_show_a_rollout_with_its_end(self):
@@ -201,7 +202,7 @@ class RolloutReportTestCase(base.TestCase):
         self.assertEqual(T0 + 60, by_name['c1']['rollout_ends_at'])
         self.assertEqual('joined', by_name['c3']['changes'][0]['kind'])
         self.assertIsNone(by_name['c2']['rollout_ends_at'])
-        text = report.render_members(result)
+        text = render.render_members(result)
         self.assertIn('ROLLOUT UNTIL', text)
         self.assertIn('2027-01-15T08:01:00Z (changed)', text)
         self.assertIn('2027-01-15T08:02:10Z (joined)', text)
@@ -215,7 +216,7 @@ class RolloutReportTestCase(base.TestCase):
 
     def test_members_without_rollout_print_as_before(self):
         found = {'c2': conductor('c2')}
-        text = report.render_members(
+        text = render.render_members(
             report.members(found, 'file:///x', 'g', rejected={}, now=T0)
         )
         self.assertNotIn('ROLLOUT', text)

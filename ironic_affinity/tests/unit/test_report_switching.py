@@ -18,6 +18,7 @@ import dataclasses
 from ironic_affinity import adoption
 from ironic_affinity import profile
 from ironic_affinity import report
+from ironic_affinity.cmd import render
 from ironic_affinity.tests import base
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
@@ -46,7 +47,7 @@ class SwitchingReportTestCase(base.TestCase):
         result = report.members(found, 'file:///x', 'g', rejected={}, now=T0)
         self.assertEqual('affinity', result['placement']['state'])
         self.assertEqual('affinity', result['members'][0]['vote'])
-        text = report.render_members(result)
+        text = render.render_members(result)
         self.assertNotIn('VOTE', text)
         self.assertNotIn('Placement', text)
 
@@ -60,7 +61,7 @@ class SwitchingReportTestCase(base.TestCase):
             ['stock', 'affinity'], [m['vote'] for m in result['members']]
         )
         self.assertEqual('stock', result['placement']['state'])
-        text = report.render_members(result)
+        text = render.render_members(result)
         self.assertIn('VOTE', text)
         self.assertIn("Placement: Ironic's ring (stock)", text)
         self.assertIn(
@@ -72,7 +73,7 @@ class SwitchingReportTestCase(base.TestCase):
             'c2': voting('c2', 'affinity', [ORIGIN]),
             'c1': voting('c1', 'affinity', [ORIGIN]),
         }
-        text = report.render_members(
+        text = render.render_members(
             report.members(found, 'file:///x', 'g', rejected={}, now=T0)
         )
         self.assertIn('a switch to affinity is due, recorded by c1', text)
@@ -87,7 +88,7 @@ class SwitchingReportTestCase(base.TestCase):
         self.assertEqual((T0, T0 + 600), (found['since'], found['ends_at']))
         # About half are still to move, halfway through.
         self.assertTrue(400 < found['nodes_to_move'] < 600, found)
-        text = report.render_switching(found)
+        text = render.render_switching(found)
         self.assertIn(
             'switching to affinity since 2027-01-15T08:00:00Z, until '
             '2027-01-15T08:10:00Z; %d node(s) still to move'
@@ -100,7 +101,7 @@ class SwitchingReportTestCase(base.TestCase):
         self.assertEqual(
             ('affinity', 0), (done['state'], done['nodes_to_move'])
         )
-        self.assertEqual('', report.render_switching(done))
+        self.assertEqual('', render.render_switching(done))
 
     def test_takeovers_pending_on_either_side(self):
         settled = adoption.agree({'c1': None}, ())
@@ -109,11 +110,11 @@ class SwitchingReportTestCase(base.TestCase):
         # Every node settled on affinity, none awaiting: as before.
         done = report.switching(settled, T0, takeovers_pending=0)
         self.assertEqual(0, done['takeovers_pending'])
-        self.assertEqual('', report.render_switching(done))
+        self.assertEqual('', render.render_switching(done))
         waiting = report.switching(settled, T0, takeovers_pending=3)
         self.assertEqual(
             'Placement: affinity; 3 takeover(s) pending',
-            report.render_switching(waiting),
+            render.render_switching(waiting),
         )
         history = [ORIGIN, adoption.Switch('affinity', T0, 600.0)]
         switching = adoption.agree(
@@ -123,14 +124,14 @@ class SwitchingReportTestCase(base.TestCase):
         self.assertEqual(7, found['takeovers_pending'])
         self.assertIn(
             'node(s) still to move; 7 takeover(s) pending',
-            report.render_switching(found),
+            render.render_switching(found),
         )
         stock = adoption.agree(
             {'c1': voting('c1', 'stock', [ORIGIN]).switching}, ()
         )
         self.assertEqual(
             "Placement: Ironic's ring (stock); 2 takeover(s) pending",
-            report.render_switching(
+            render.render_switching(
                 report.switching(stock, T0, takeovers_pending=2)
             ).splitlines()[0],
         )
