@@ -10,26 +10,110 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Warn once when a dependency stops answering, log once when it answers.
+"""Warn once when something goes wrong, log once when it is back.
 
-Every background reader of this project (membership beats, the member
-view, the node tag cache, the active-conductor source) retries every few
-seconds while its backend is away. A warning per retry would bury the
-one line an operator needs; silence would hide the outage. So each keeps
-an :class:`Outage`: the first failure warns, the ones after it are only
-counted, and the first success after them logs how long it lasted.
+Every background reader of this project retries every few seconds while
+its backend is away, and every ring lookup may meet the same orphaned
+node again. A line per retry or lookup would bury the one an operator
+needs; silence would hide the fault. So each keeps :class:`Conditions`:
+a condition is logged when it starts or what it says changes, and once
+when it ends, with how long it lasted. :class:`Outage` is one condition,
+a dependency failing, with its failures counted.
 
 Pure bookkeeping: the caller passes the logger, so that log lines keep
 naming the module that knows what failed.
 """
 
 from collections.abc import Callable
+from collections.abc import Hashable
+from collections.abc import Mapping
 import logging
 import threading
 import time
 from typing import Any
+from typing import Generic
+from typing import TypeVar
 
 Clock = Callable[[], float]
+K = TypeVar('K', bound=Hashable)
+
+
+def _log(log: Any, level: int, message: str, args: Mapping[str, Any]) -> None:
+    # An empty mapping is no mapping to the logging module: it would
+    # format the message with a tuple holding it, and fail.
+    log.log(level, message, *([args] if args else []))
+
+
+class Conditions(Generic[K]):
+    """Conditions by key, each clear or in a state, and since when."""
+
+    def __init__(self, log: Any, clock: Clock = time.monotonic) -> None:
+        """:param log: a logger (oslo.log's adapter or a stdlib one)."""
+        self._log = log
+        self._clock = clock
+        self._lock = threading.Lock()
+        # Key -> (state, clock() when it was raised).
+        self._held: dict[K, tuple[Hashable, float]] = {}
+
+    def raised(
+        self,
+        key: K,
+        state: Hashable,
+        message: str | None = None,
+        args: Mapping[str, Any] | None = None,
+        level: int = logging.WARNING,
+    ) -> bool:
+        """``key`` is in ``state``: log ``message % args`` if it was clear
+        or in another state (it keeps the time it was first raised).
+
+        :returns: True when the key was clear or in another state.
+        """
+        with self._lock:
+            held = self._held.get(key)
+            if held is not None and held[0] == state:
+                return False
+            self._held[key] = (
+                state,
+                self._clock() if held is None else held[1],
+            )
+        if message is not None:
+            _log(self._log, level, message, args or {})
+        return True
+
+    def cleared(
+        self,
+        key: K,
+        message: str | None = None,
+        args: Mapping[str, Any] | None = None,
+    ) -> Hashable | None:
+        """``key`` is clear: log ``message % args`` at INFO if it was
+        raised; ``args`` gets ``seconds``, how long it was.
+
+        :returns: the state it was in, None when it was clear.
+        """
+        with self._lock:
+            held = self._held.pop(key, None)
+        if held is None:
+            return None
+        if message is not None:
+            seconds = self._clock() - held[1]
+            self._log.info(message, {**(args or {}), 'seconds': seconds})
+        return held[0]
+
+    def state(self, key: K) -> Hashable | None:
+        """The key's state; None when it is clear."""
+        held = self._held.get(key)
+        return None if held is None else held[0]
+
+    def since(self, key: K) -> float | None:
+        """clock() when the key was raised; None when it is clear."""
+        held = self._held.get(key)
+        return None if held is None else held[1]
+
+    def keys(self) -> frozenset[K]:
+        """The keys raised now."""
+        with self._lock:
+            return frozenset(self._held)
 
 
 class Outage:
@@ -37,13 +121,15 @@ class Outage:
 
     def __init__(self, log: Any, clock: Clock = time.monotonic) -> None:
         """:param log: a logger (oslo.log's adapter or a stdlib one)."""
-        self._log = log
+        self._conditions: Conditions[None] = Conditions(log, clock)
         self._clock = clock
-        self._lock = threading.Lock()
-        #: clock() of the first failure of the current outage, or None.
-        self.since: float | None = None
         #: Failures in the current outage.
         self.failures = 0
+
+    @property
+    def since(self) -> float | None:
+        """clock() of the first failure of the current outage, or None."""
+        return self._conditions.since(None)
 
     @property
     def failing(self) -> bool:
@@ -64,15 +150,8 @@ class Outage:
 
         :returns: True when this failure started the outage.
         """
-        with self._lock:
-            self.failures += 1
-            if self.since is not None:
-                return False
-            self.since = self._clock()
-        # An empty mapping is no mapping to the logging module: it would
-        # format the message with a tuple holding it, and fail.
-        self._log.log(level, message, *([args] if args else []))
-        return True
+        self.failures += 1
+        return self._conditions.raised(None, True, message, args, level)
 
     def recovered(self, message: str, args: dict[str, Any]) -> bool:
         """Record a success; log ``message % args`` if it ends an outage.
@@ -81,11 +160,7 @@ class Outage:
 
         :returns: True when this success ended an outage.
         """
-        with self._lock:
-            if self.since is None:
-                return False
-            seconds = self._clock() - self.since
-            self.since = None
-            self.failures = 0
-        self._log.info(message, {**args, 'seconds': seconds})
+        if self._conditions.cleared(None, message, args) is None:
+            return False
+        self.failures = 0
         return True

@@ -51,6 +51,9 @@ from ironic_affinity.membership import reading
 
 LOG = log.getLogger(__name__)
 
+# The key of this process's conductor standing down, among the names
+# of members whose profile is unusable (no member name is empty).
+_STOOD_DOWN = ''
 # How many member timeouts members are held after an outage.
 HOLD_TIMEOUTS = 2
 
@@ -121,9 +124,9 @@ class MemberView:
         self._clock = clock
         self._snapshot = EMPTY
         self._own_lease = own_lease
-        # Whether this process's conductor is left out as stood down;
-        # None until its first heartbeat.
-        self._stood_down: bool | None = None
+        # Keyed "stood down" while this process's conductor is left out
+        # as stood down; by name, members whose profile is unusable.
+        self._noted = outage.Conditions[str](LOG, clock)
         self._coordinator: coordination.CoordinationDriver | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -134,7 +137,6 @@ class MemberView:
         # until when.
         self._hold: dict[str, profile.ConductorProfile] = {}
         self._hold_until = 0.0
-        self._warned: dict[str, str] = {}
         self._group_missing = False
         self._changed = threading.Condition()
         # Held by the one thread reading through the coordinator; see
@@ -184,16 +186,15 @@ class MemberView:
         )
 
     def _note_own(self, own: lease.Lease, counted: bool) -> None:
-        if self._stood_down is (not counted):
-            return
-        was_down, self._stood_down = self._stood_down, not counted
         if counted:
-            if was_down:
-                LOG.info(
-                    'Conductor %(name)s is back in the affinity group: it '
-                    'places its nodes on itself again',
-                    {'name': own.name},
-                )
+            self._noted.cleared(
+                _STOOD_DOWN,
+                'Conductor %(name)s is back in the affinity group: it '
+                'places its nodes on itself again',
+                {'name': own.name},
+            )
+            return
+        if not self._noted.raised(_STOOD_DOWN, True):
             return
         age = own.age()
         if age is None:
@@ -342,13 +343,15 @@ class MemberView:
                 members[name] = capabilities.decode(name, caps)
             except exception.InvalidCapabilities as exc:
                 rejected[name] = str(exc)
-                if self._warned.get(name) != str(exc):
-                    LOG.warning(
-                        'Conductor %(name)s is left out of placement: its '
-                        'published affinity profile is unusable: %(error)s',
-                        {'name': name, 'error': exc},
-                    )
-        self._warned = rejected.copy()
+                self._noted.raised(
+                    name,
+                    str(exc),
+                    'Conductor %(name)s is left out of placement: its '
+                    'published affinity profile is unusable: %(error)s',
+                    {'name': name, 'error': exc},
+                )
+        for name in self._noted.keys() - {_STOOD_DOWN} - set(rejected):
+            self._noted.cleared(name)
         return members, rejected
 
     def _publish(

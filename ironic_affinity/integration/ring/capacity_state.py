@@ -54,6 +54,7 @@ from typing import Any
 from typing import Protocol
 
 from ironic_affinity import capacity
+from ironic_affinity import outage
 from ironic_affinity import placement
 from ironic_affinity.integration.data import node_facts
 
@@ -121,7 +122,7 @@ class CapacityStates:
         self._wall_clock = wall_clock
         self._lock = threading.Lock()
         self._latest: dict[bool, Computed] = {}
-        self._over: dict[str, int] = {}
+        self._over = outage.Conditions[str](log)
 
     def current(
         self, placer: placement.Placement, use_groups: bool
@@ -217,14 +218,18 @@ class CapacityStates:
     def _report(self, assignment: capacity.Assignment) -> None:
         """Log a change of who is over capacity, once per change."""
         over = assignment.over_capacity()
-        if over == self._over:
+        if not over:
+            self._over.cleared(
+                'over', 'No conductor is over [affinity]max_nodes any more'
+            )
             return
-        self._over = over
-        if over:
-            self._log.warning(
-                'Conductor(s) over [affinity]max_nodes, every conductor '
-                'their nodes may use being full: %s',
-                ', '.join(
+        self._over.raised(
+            'over',
+            tuple(over.items()),
+            'Conductor(s) over [affinity]max_nodes, every conductor '
+            'their nodes may use being full: %(over)s',
+            {
+                'over': ', '.join(
                     '%s (%d nodes for max_nodes %d)'
                     % (
                         name,
@@ -232,7 +237,6 @@ class CapacityStates:
                         assignment.capacities[name],
                     )
                     for name in sorted(over)
-                ),
-            )
-        else:
-            self._log.info('No conductor is over [affinity]max_nodes any more')
+                )
+            },
+        )

@@ -26,6 +26,11 @@ from collections.abc import Callable
 import time
 from typing import Any
 
+from ironic_affinity import outage
+
+_MISSING = 'missing'
+_LASTING = 'lasting'
+
 
 class MissingMembers:
     """Tracks, names and times conductors missing from the group."""
@@ -40,13 +45,17 @@ class MissingMembers:
         self._log = log
         self._grace = grace
         self._clock = clock
-        # Name -> clock() when it was first seen missing.
-        self._since: dict[str, float] = {}
-        self._errors: set[str] = set()
+        # By name: "missing", then "lasting" past the grace. One line
+        # names every conductor that changed at one observation.
+        self._missing = outage.Conditions[str](log, clock)
 
     def lasting(self) -> frozenset[str]:
         """Those missing for longer than the grace."""
-        return frozenset(self._errors)
+        return frozenset(
+            name
+            for name in self._missing.keys()
+            if self._missing.state(name) == _LASTING
+        )
 
     def observe(self, missing: frozenset[str], view_stale: bool) -> None:
         """Note who is missing now; log what changed."""
@@ -55,17 +64,20 @@ class MissingMembers:
             # read, and an absence now says nothing about the conductor.
             return
         now = self._clock()
-        back = set(self._since) - missing
-        if back & self._errors:
+        back = {
+            name
+            for name in self._missing.keys() - missing
+            if self._missing.cleared(name) == _LASTING
+        }
+        if back:
             self._log.info(
                 'Conductor(s) %(names)s no longer active in Ironic without '
                 'being in the affinity group',
-                {'names': ', '.join(sorted(back & self._errors))},
+                {'names': ', '.join(sorted(back))},
             )
-        for name in back:
-            del self._since[name]
-        self._errors -= back
-        new = missing - set(self._since)
+        new = missing - self._missing.keys()
+        for name in new:
+            self._missing.raised(name, _MISSING)
         if new:
             self._log.info(
                 'Conductor(s) %(names)s active in Ironic but not in the '
@@ -75,16 +87,14 @@ class MissingMembers:
                 'it lasts over %(grace).0f s.',
                 {'names': ', '.join(sorted(new)), 'grace': self._grace()},
             )
-            for name in new:
-                self._since[name] = now
         grace = self._grace()
         lasting = {
             name
-            for name, since in self._since.items()
-            if now - since >= grace and name not in self._errors
+            for name in missing
+            if now - (self._missing.since(name) or 0.0) >= grace
+            and self._missing.raised(name, _LASTING)
         }
         if lasting:
-            self._errors |= lasting
             self._log.error(
                 'Conductor(s) %(names)s have been active in Ironic but not '
                 'in the affinity group for over %(grace).0f s: they run '

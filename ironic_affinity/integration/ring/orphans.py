@@ -21,11 +21,12 @@ look at drivers. Each distinct reason is also logged, once per node and
 cause rather than once per lookup.
 """
 
+from collections.abc import Hashable
 from collections.abc import Iterable
-import threading
 from typing import Any
 
 from ironic_affinity import engine
+from ironic_affinity import outage
 
 # Conductors quoted in one reason, at most: a deployment may have
 # hundreds.
@@ -44,16 +45,12 @@ class OrphanReports:
     """Builds refusal reasons and logs each new one once."""
 
     def __init__(self, log: Any) -> None:
-        self._log = log
-        self._lock = threading.Lock()
-        self._logged: dict[Any, Any] = {}
+        self._logged: outage.Conditions[Hashable] = outage.Conditions(log)
 
-    def _once(self, key: Any, marker: Any, reason: str) -> None:
-        with self._lock:
-            if self._logged.get(key) == marker:
-                return
-            self._logged[key] = marker
-        self._log.warning('Orphaned node: %s', reason)
+    def _once(self, key: Hashable, marker: Hashable, reason: str) -> None:
+        self._logged.raised(
+            key, marker, 'Orphaned node: %(reason)s', {'reason': reason}
+        )
 
     def excluded(self, node: str, evaluation: engine.Evaluation) -> str:
         """Every live conductor of the node's ring refuses it."""

@@ -61,3 +61,50 @@ class OutageTestCase(base.TestCase):
         with self.assertLogs(self.log, logging.ERROR) as seen:
             self.outage.failed('gone', {}, level=logging.ERROR)
         self.assertEqual(['ERROR:test-outage:gone'], seen.output)
+
+
+class ConditionsTestCase(base.TestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.clock = fake_clock.Clock(100.0)
+        self.log = logging.getLogger('test-conditions')
+        self.conditions: outage.Conditions[str] = outage.Conditions(
+            self.log, self.clock
+        )
+
+    def test_logged_when_raised_or_changed_and_once_when_cleared(
+        self,
+    ) -> None:
+        with self.assertLogs(self.log, logging.INFO) as seen:
+            for state in ('a', 'a', 'b', 'b'):
+                self.conditions.raised(
+                    'n1', state, 'n1 is %(s)s', {'s': state}
+                )
+                self.clock.now += 1
+            self.conditions.raised('n2', 'a', 'n2 is a', level=logging.ERROR)
+            self.assertEqual('b', self.conditions.cleared('n1', 'n1 back'))
+            self.assertIsNone(self.conditions.cleared('n1', 'n1 back'))
+        self.assertEqual(
+            [
+                'WARNING:test-conditions:n1 is a',
+                'WARNING:test-conditions:n1 is b',
+                'ERROR:test-conditions:n2 is a',
+                'INFO:test-conditions:n1 back',
+            ],
+            seen.output,
+        )
+        self.assertEqual(frozenset({'n2'}), self.conditions.keys())
+
+    def test_a_change_of_state_keeps_when_it_began(self) -> None:
+        self.conditions.raised('n1', 'missing')
+        self.clock.now += 30
+        self.assertTrue(self.conditions.raised('n1', 'lasting'))
+        self.assertFalse(self.conditions.raised('n1', 'lasting'))
+        self.assertEqual(100.0, self.conditions.since('n1'))
+        self.assertEqual('lasting', self.conditions.state('n1'))
+        with self.assertLogs(self.log, logging.INFO) as seen:
+            self.conditions.cleared('n1', 'n1 back after %(seconds).0f s')
+        self.assertEqual(
+            ['INFO:test-conditions:n1 back after 30 s'], seen.output
+        )
+        self.assertIsNone(self.conditions.since('n1'))
