@@ -189,7 +189,7 @@ class Checks(upgradecheck.UpgradeCommands):
 def _ways(what: str, found: dict[str, str | None], unsaid: str) -> str:
     """'Conductors: a, b by ironic.conf; c by ...' from each process's
     entry; a process that does not say is one of an Ironic without the
-    hook (or of an earlier release), enabled by ``unsaid``."""
+    hook, enabled by ``unsaid``."""
     if not found:
         return '%s: none in the group.' % what
     by_way: dict[str, list[str]] = {}

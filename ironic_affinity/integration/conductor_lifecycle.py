@@ -109,8 +109,7 @@ def _join(host: str) -> None:
             CONF.conductor.conductor_group or '',
             agreement=_agreement,
             sized_period=lambda: _sized_period(host),
-            # Only where Ironic has the hook: readers of earlier releases,
-            # which know no such key, run on Ironics without it.
+            # Only where Ironic has the hook: the launcher says so itself.
             enabled_by=(
                 loader.enabled_by() if loader.ironic_has_hook() else None
             ),

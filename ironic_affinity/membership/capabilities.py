@@ -17,22 +17,30 @@ untrusted: a bounded size, a known format version, the same tag grammar
 as the options. A member whose capabilities fail any check is left out of
 placement (with a warning, by the caller) rather than trusted or crashed
 on.
+
+The compatibility rule: optional keys are absent when empty, and a
+reader takes their absence as the default; a reader ignores keys it does
+not know (saying so once, at DEBUG), so that a newer process may add
+one; a change that an older reader would misread bumps
+:data:`FORMAT_VERSION`, which readers refuse rather than guess.
 """
 
 import dataclasses
 import json
+import logging
 import math
 from typing import Any
 
+from oslo_log import log
+
 from ironic_affinity import adoption
 from ironic_affinity import exception
+from ironic_affinity import outage
 from ironic_affinity import profile
 from ironic_affinity import schedule
 from ironic_affinity import tags
 from ironic_affinity._i18n import _
 
-# Bumped only for changes an older reader would misread; readers refuse
-# versions they do not know rather than guess.
 FORMAT_VERSION = 1
 MAX_ENCODED_BYTES = 64 * 1024
 MAX_HARDWARE_TYPES = 256
@@ -40,8 +48,7 @@ MAX_NAME_LENGTH = 255
 
 #: How the plugin reached the process (ring.loader.enabled_by), for the
 #: upgrade check; not part of the profile. Published by a conductor only
-#: on an Ironic with the pluggable hash-ring manager, as max_nodes is
-#: published only when set: readers of earlier releases refuse it.
+#: on an Ironic with the pluggable hash-ring manager.
 ENABLED_BY = 'enabled_by'
 _KEYS = frozenset(
     ('format',)
@@ -67,14 +74,14 @@ MAX_PERIOD = 7 * 24 * 3600
 _EARLIEST = 1e9
 _LATEST = 1e11
 
+LOG = log.getLogger(__name__)
+# By member and where in its entry: the keys ignored, logged once.
+_IGNORED: outage.Conditions[tuple[str, str]] = outage.Conditions(LOG)
+
 
 def encode(conductor: profile.ConductorProfile) -> dict[str, Any]:
-    """The capabilities of a conductor: plain JSON types, canonical.
-
-    ``max_nodes`` is published only when set: a reader of an earlier
-    release refuses keys it does not know, and so still reads every
-    conductor that does not use capacity.
-    """
+    """The capabilities of a conductor: plain JSON types, canonical;
+    ``max_nodes``, ``changes`` and ``switching`` only when set."""
     found = {
         'format': FORMAT_VERSION,
         profile.HARD_AFFINITY: sorted(conductor.hard_affinity_tags),
@@ -95,7 +102,6 @@ def encode(conductor: profile.ConductorProfile) -> dict[str, Any]:
     if conductor.max_nodes:
         found['max_nodes'] = conductor.max_nodes
     if conductor.changes:
-        # Published only during a rollout, for the same reason.
         found['changes'] = [
             {
                 'before': (
@@ -113,8 +119,8 @@ def encode(conductor: profile.ConductorProfile) -> dict[str, Any]:
             for change in conductor.changes
         ]
     if conductor.switching is not None:
-        # Published only by a conductor that votes for Ironic's ring or
-        # knows of a switch (see adoption.agree), for the same reason.
+        # Set for a conductor that votes for Ironic's ring or knows of a
+        # switch (see adoption.agree).
         vote = conductor.switching.vote
         found['switching'] = {
             'vote': vote.side,
@@ -198,6 +204,26 @@ def _number(value: Any, low: float, high: float, where: str) -> float:
     return float(value)
 
 
+def _known(
+    name: str, where: str, found: dict[str, Any], known: frozenset[str]
+) -> None:
+    """Say once, at DEBUG, which keys of a member's mapping this reader
+    ignores."""
+    # Quoted: a key may be any JSON scalar, of any length.
+    unknown = tuple(sorted(tags.quote(k) for k in set(found) - known))
+    if unknown:
+        _IGNORED.raised(
+            (name, where),
+            unknown,
+            'Conductor %(name)s publishes %(where)s key(s) this reader '
+            'does not know, ignored: %(keys)s',
+            {'name': name, 'where': where, 'keys': ', '.join(unknown)},
+            level=logging.DEBUG,
+        )
+    else:
+        _IGNORED.cleared((name, where))
+
+
 def _changes(name: str, value: Any) -> tuple[profile.ProfileChange, ...]:
     if not isinstance(value, list) or not 0 < len(value) <= schedule.MAX_KEPT:
         raise exception.InvalidCapabilities(
@@ -206,10 +232,11 @@ def _changes(name: str, value: Any) -> tuple[profile.ProfileChange, ...]:
     found = []
     for index, change in enumerate(value):
         where = 'changes[%d]' % index
-        if not isinstance(change, dict) or set(change) != _CHANGE_KEYS:
+        if not isinstance(change, dict) or not _CHANGE_KEYS <= set(change):
             raise exception.InvalidCapabilities(
                 _('%s must be a mapping of before, at and period') % where
             )
+        _known(name, where, change, _CHANGE_KEYS)
         before = change['before']
         if before is not None:
             if isinstance(before, dict) and 'changes' in before:
@@ -217,7 +244,7 @@ def _changes(name: str, value: Any) -> tuple[profile.ProfileChange, ...]:
                     _('%s.before must not have changes of its own') % where
                 )
             try:
-                before = decode(name, before)
+                before = _decode(name, before, where + '.before')
             except exception.InvalidCapabilities as exc:
                 raise exception.InvalidCapabilities(
                     '%s.before: %s' % (where, exc)
@@ -245,11 +272,12 @@ def _side(value: Any, where: str) -> str:
     return str(value)
 
 
-def _switching(value: Any) -> adoption.Published:
-    if not isinstance(value, dict) or set(value) != _SWITCHING_KEYS:
+def _switching(name: str, value: Any) -> adoption.Published:
+    if not isinstance(value, dict) or not _SWITCHING_KEYS <= set(value):
         raise exception.InvalidCapabilities(
             _('switching must be a mapping of vote, since, period, switches')
         )
+    _known(name, 'switching', value, _SWITCHING_KEYS)
     switches = value['switches']
     if not isinstance(switches, list) or len(switches) > schedule.MAX_KEPT:
         raise exception.InvalidCapabilities(
@@ -259,10 +287,11 @@ def _switching(value: Any) -> adoption.Published:
     found = []
     for index, switch in enumerate(switches):
         where = 'switching.switches[%d]' % index
-        if not isinstance(switch, dict) or set(switch) != _SWITCH_KEYS:
+        if not isinstance(switch, dict) or not _SWITCH_KEYS <= set(switch):
             raise exception.InvalidCapabilities(
                 _('%s must be a mapping of to, at and period') % where
             )
+        _known(name, where, switch, _SWITCH_KEYS)
         found.append(
             adoption.Switch(
                 _side(switch['to'], where + '.to'),
@@ -302,6 +331,10 @@ def decode(name: str, raw: Any) -> profile.ConductorProfile:
     :param raw: its capabilities as the tooz driver returns them.
     :raises: InvalidCapabilities saying what is wrong.
     """
+    return _decode(name, raw, 'top-level')
+
+
+def _decode(name: str, raw: Any, where: str) -> profile.ConductorProfile:
     if isinstance(raw, (bytes, str)):
         if len(raw) > MAX_ENCODED_BYTES:
             raise exception.InvalidCapabilities(_('larger than 64 KiB'))
@@ -329,11 +362,7 @@ def decode(name: str, raw: Any) -> profile.ConductorProfile:
             _('format version %(got)s, this reader knows %(known)d')
             % {'got': _shown(version), 'known': FORMAT_VERSION}
         )
-    unknown = sorted(tags.quote(k) for k in set(raw) - _KEYS)
-    if unknown:
-        raise exception.InvalidCapabilities(
-            _('unknown key(s) %s') % ', '.join(unknown)
-        )
+    _known(name, where, raw, _KEYS)
     hardware_types = raw.get('hardware_types')
     if hardware_types is not None:
         if (
@@ -375,7 +404,9 @@ def decode(name: str, raw: Any) -> profile.ConductorProfile:
                 _changes(name, raw['changes']) if 'changes' in raw else ()
             ),
             switching=(
-                _switching(raw['switching']) if 'switching' in raw else None
+                _switching(name, raw['switching'])
+                if 'switching' in raw
+                else None
             ),
         )
     except (exception.InvalidTag, exception.ConflictingTags) as exc:
@@ -385,8 +416,8 @@ def decode(name: str, raw: Any) -> profile.ConductorProfile:
 def enabled_by_of(raw: Any) -> str | None:
     """How an entry, a conductor's or an API process's, says the plugin
     reached its process; None when it does not say (a launcher on an
-    Ironic without the hook, or a process of an earlier release) or says
-    it badly. Lenient: only for the upgrade check's report."""
+    Ironic without the hook) or says it badly. Lenient: only for the
+    upgrade check's report."""
     if isinstance(raw, (bytes, str)):
         try:
             raw = json.loads(raw) if raw else None

@@ -188,8 +188,7 @@ class ConductorMembership:
         enabled_by: str | None = None,
     ) -> None:
         """:param enabled_by: how the plugin reached this conductor,
-            published for the upgrade check; None publishes nothing (a
-            reader of an earlier release refuses the key).
+            published for the upgrade check; None publishes nothing.
         :param agreement: where this process sees the deployment
             between Ironic's ring and affinity placement
             (ironic_affinity.adoption), None before it knows; read at
@@ -269,8 +268,7 @@ class ConductorMembership:
     def _switching(self) -> adoption.Published | None:
         """The vote and the switches, when there is something to publish:
         a vote for Ironic's ring, or a history. A conductor that only
-        ever placed by affinity publishes nothing new, so that a reader
-        of an earlier release still reads it."""
+        ever placed by affinity publishes none: absent is affinity."""
         configured = self.conf.affinity.adoption_period
         period = min(
             float(

