@@ -20,18 +20,16 @@ key-value store, so the tags ride in capabilities:
 
 * nodes are split into :data:`BUCKETS` buckets by a hash of their uuid;
   the holder joins one group per bucket, ``<group>.node-tags.<xx>``, with
-  that bucket's ``{uuid: "hardware type\\nconductor group\\ntag,tag"}``
-  as its capabilities (about 60 KB a bucket at 100,000 nodes with their
-  creation times, within every driver's value size);
+  that bucket's ``{uuid: text}`` as its capabilities, each node's text
+  written by :mod:`ironic_affinity.integration.data.node_facts` (about
+  50 KB a bucket at 100,000 nodes, within every driver's value size);
 * it joins the index group ``<group>.node-tags`` with a digest of each
   bucket and the time it took the lock.
 
-Each node's creation time rides in its bucket as a map of its own,
-``created`` beside ``nodes``, with its own digest per bucket in the
-index (``created_digests``): readers of an earlier release read neither
-and see the same texts and digests as before, so a deployment upgraded
-one process at a time never reads the board twice over. A bucket from a
-publisher of an earlier release carries no creation times.
+The board does not look inside a node's text. Entries follow the rule
+of members' entries (:mod:`ironic_affinity.membership.capabilities`):
+readers ignore keys they do not know, and a change an older reader
+would misread bumps :data:`FORMAT_VERSION`.
 
 A reader reads the index once per interval (one or two calls) and only
 the buckets whose digest differs from that of what it holds: nothing
@@ -69,20 +67,14 @@ from ironic_affinity._i18n import _
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import reading
 
-# 2: a node's hardware type and conductor group beside its tags.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 1
 BUCKETS = 256
-# Far above a bucket's size at a million nodes (about 460 KB with their
-# creation times, 260 KB without), below the smallest value bound of a
-# supported driver (ZooKeeper's 1 MiB is the server default; Redis and
-# etcd allow more).
+# Far above a bucket's size at a million nodes (about 300 KB with their
+# creation times), below the smallest value bound of a supported driver
+# (ZooKeeper's 1 MiB is the server default; Redis and etcd allow more).
 MAX_BUCKET_BYTES = 1024 * 1024
 
 Bucket = dict[str, str]
-# Between a node's text and its creation time, as a bucket is held in a
-# process: in no text (their parts are words of letters, digits, dots,
-# dashes and underscores, between newlines).
-CREATED_SEPARATOR = '\t'
 
 
 def bucket_of(uuid: str) -> int:
@@ -90,54 +82,12 @@ def bucket_of(uuid: str) -> int:
     return zlib.crc32(uuid.encode('utf-8')) % BUCKETS
 
 
-def with_created(text: str, created_at: int | None) -> str:
-    """A node's text as held, with its creation time when known."""
-    if created_at is None:
-        return text
-    return '%s%s%d' % (text, CREATED_SEPARATOR, created_at)
-
-
-def split_created(text: str) -> tuple[str, int | None]:
-    """A node's text as every release publishes it, and its creation
-    time apart: None for a text without one, or with one that
-    :func:`with_created` did not write."""
-    base, found, created = text.partition(CREATED_SEPARATOR)
-    if not found:
-        return text, None
-    try:
-        return base, int(created)
-    except ValueError:
-        return base, None
-
-
-def _published(bucket: Mapping[str, str]) -> tuple[Bucket, dict[str, int]]:
-    """A bucket as held (texts with creation times) as it is published:
-    the texts every release reads, and the creation times apart."""
-    nodes: Bucket = {}
-    created: dict[str, int] = {}
-    for uuid, text in bucket.items():
-        nodes[uuid], at = split_created(text)
-        if at is not None:
-            created[uuid] = at
-    return nodes, created
-
-
-def _digest_of(contents: Mapping[str, Any]) -> str:
-    # Of the canonical JSON, so equal contents give equal digests in
-    # every process.
-    text = json.dumps(dict(contents), sort_keys=True, separators=(',', ':'))
-    return hashlib.blake2b(text.encode('utf-8'), digest_size=8).hexdigest()
-
-
 def digest(bucket: Mapping[str, str]) -> str:
-    """A bucket's digest, of its texts without creation times: the digest
-    that readers of every release compute of what they hold."""
-    return _digest_of(_published(bucket)[0])
-
-
-def created_digest(bucket: Mapping[str, str]) -> str:
-    """The digest of a bucket's creation times."""
-    return _digest_of(_published(bucket)[1])
+    """A bucket's digest: equal contents give equal digests in every
+    process."""
+    # Of the canonical JSON.
+    text = json.dumps(dict(bucket), sort_keys=True, separators=(',', ':'))
+    return hashlib.blake2b(text.encode('utf-8'), digest_size=8).hexdigest()
 
 
 EMPTY_DIGEST = digest({})
@@ -174,8 +124,6 @@ class Index:
     digests: tuple[str, ...]
     full_at: float | None = None
     notices_seen: Mapping[str, int] | None = None
-    # None from a publisher of an earlier release.
-    created_digests: tuple[str, ...] | None = None
 
 
 def _decode(raw: Any) -> Any:
@@ -213,49 +161,27 @@ def decode_index(publisher: bytes, raw: Any) -> Index:
         for k, v in seen.items()
     ):
         seen = None
-    created = found.get('created_digests')
-    if (
-        not isinstance(created, list)
-        or len(created) != BUCKETS
-        or not all(isinstance(d, str) for d in created)
-    ):
-        created = None
     return Index(
         publisher,
         float(since),
         tuple(digests),
         None if full_at is None else float(full_at),
         seen,
-        None if created is None else tuple(created),
     )
 
 
 def decode_bucket(raw: Any) -> Bucket:
-    """A bucket as held: each node's text with its creation time, where
-    one was published.
+    """A bucket's ``{uuid: text}``.
 
     :raises: InvalidCapabilities for anything but a bucket.
     """
     found = _decode(raw)
     nodes = found.get('nodes')
     if not isinstance(nodes, dict) or not all(
-        isinstance(k, str)
-        and isinstance(v, str)
-        and CREATED_SEPARATOR not in v
-        for k, v in nodes.items()
+        isinstance(k, str) and isinstance(v, str) for k, v in nodes.items()
     ):
         raise exception.InvalidCapabilities(_('malformed node-tags bucket'))
-    # Absent from an earlier release's publication.
-    created = found.get('created', {})
-    if not isinstance(created, dict) or not all(
-        isinstance(v, int) and not isinstance(v, bool)
-        for v in created.values()
-    ):
-        raise exception.InvalidCapabilities(_('malformed node-tags bucket'))
-    return {
-        uuid: with_created(text, created.get(uuid))
-        for uuid, text in nodes.items()
-    }
+    return nodes
 
 
 class TagBoard:
@@ -419,13 +345,11 @@ class TagBoard:
         digests: list[str],
         full_age: float | None = None,
         notices_seen: Mapping[str, int] | None = None,
-        created_digests: list[str] | None = None,
     ) -> None:
         """Publish these buckets, then the index of every digest: a
         reader that sees the new index finds the new buckets.
 
         :param digests: every bucket's :func:`digest`.
-        :param created_digests: every bucket's :func:`created_digest`.
         :param full_age: seconds since the holder's last full read began.
         :param notices_seen: the last change notice read, by API process.
         :raises: LockLost when the lock expired meanwhile: the index is
@@ -434,10 +358,9 @@ class TagBoard:
         for number, nodes in sorted(buckets.items()):
             if not self.keep_leading():
                 raise LockLost()
-            texts, created = _published(nodes)
             self._join(
                 bucket_group(self.group, number),
-                {'format': FORMAT_VERSION, 'nodes': texts, 'created': created},
+                {'format': FORMAT_VERSION, 'nodes': dict(nodes)},
             )
         if not self.keep_leading():
             raise LockLost()
@@ -451,9 +374,6 @@ class TagBoard:
                     None if full_age is None else self._wall_clock() - full_age
                 ),
                 'notices_seen': dict(notices_seen or {}),
-                'created_digests': (
-                    None if created_digests is None else list(created_digests)
-                ),
             },
         )
 

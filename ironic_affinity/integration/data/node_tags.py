@@ -243,7 +243,7 @@ class NodeTagCache:
     def _read_one(self, uuid: str) -> node_facts.NodeFacts | None:
         """The facts in one node's row, by uuid; None without one."""
         text = self._reader.read_row(uuid)
-        return None if text is None else self._follower.decoded(text)
+        return None if text is None else self._follower.decoder.decode(text)
 
     def nodes(self) -> list[tuple[str, node_facts.NodeFacts]]:
         """(uuid, facts) of every node held, for the placement metrics."""

@@ -26,7 +26,6 @@ Nothing here reads the database.
 """
 
 from collections.abc import Iterable
-import dataclasses
 import threading
 import time
 
@@ -48,10 +47,10 @@ class TagFollower:
             {} for _ in range(BUCKETS)
         ]
         self._digests = [tag_board.EMPTY_DIGEST] * BUCKETS
-        self._created_digests = [tag_board.EMPTY_DIGEST] * BUCKETS
         # The last index read whole: see take_followed.
         self._followed: tag_board.Index | None = None
-        self._decoded: dict[str, node_facts.NodeFacts] = {}
+        #: Shares facts between nodes: also for rows read for one lookup.
+        self.decoder = node_facts.Decoder()
         self._installing = threading.Lock()
         #: Set once every node's tags have been read at least once.
         self.loaded = threading.Event()
@@ -76,10 +75,6 @@ class TagFollower:
         """Each bucket's digest as installed: what followers compute of
         the same contents."""
         return list(self._digests)
-
-    def created_digests(self) -> list[str]:
-        """Each bucket's digest of its nodes' creation times."""
-        return list(self._created_digests)
 
     def as_published(self) -> list[tag_board.Bucket]:
         """Every bucket held, as the text it was published as."""
@@ -109,13 +104,7 @@ class TagFollower:
             return False
         complete = True
         for number, wanted in enumerate(index.digests):
-            # A publisher of an earlier release publishes no creation
-            # times: the texts alone say whether a bucket changed.
-            if wanted == self._digests[number] and (
-                index.created_digests is None
-                or index.created_digests[number]
-                == self._created_digests[number]
-            ):
+            if wanted == self._digests[number]:
                 continue
             found = self.board.read_bucket(index.publisher, number)
             self.buckets_read += 1
@@ -142,28 +131,11 @@ class TagFollower:
 
     def install(self, number: int, bucket: tag_board.Bucket) -> None:
         """Make one bucket's published contents the tags of its nodes."""
-        if len(self._decoded) > 4 * BUCKETS * 16:
-            # Nodes share a few hundred tag sets; this many means sets
-            # that no node carries any more are kept: start again.
-            self._decoded = {}
-        nodes = {uuid: self.decoded(text) for uuid, text in bucket.items()}
+        decode = self.decoder.decode
+        nodes = {uuid: decode(text) for uuid, text in bucket.items()}
         with self._installing:
             if nodes != self._buckets[number]:
                 self._buckets[number] = nodes
                 self.version += 1
             self._digests[number] = tag_board.digest(bucket)
-            self._created_digests[number] = tag_board.created_digest(bucket)
         time.sleep(0)  # see tag_reader.BATCH
-
-    def decoded(self, text: str) -> node_facts.NodeFacts:
-        """A node's facts from its published text: one object for the
-        nodes that share it, or, with its creation time, one of its own
-        (about 100 bytes a node, measured)."""
-        base, created = tag_board.split_created(text)
-        found = self._decoded.get(base)
-        if found is None:
-            found = node_facts.decode(base)
-            self._decoded[base] = found
-        if created is None:
-            return found
-        return dataclasses.replace(found, created_at=created)

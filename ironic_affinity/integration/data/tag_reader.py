@@ -164,7 +164,6 @@ class TagReader:
             self.board.publish(
                 changed,
                 self.memory.digests(),
-                created_digests=self.memory.created_digests(),
                 full_age=self._clock()
                 - (started if self._last_full is None else self._last_full),
                 notices_seen=self._notices.seen,
@@ -203,11 +202,6 @@ class TagReader:
             or index.full_at is None
             or index.notices_seen is None
             or tuple(self.memory.digests()) != index.digests
-            or (
-                index.created_digests is not None
-                and tuple(self.memory.created_digests())
-                != index.created_digests
-            )
         ):
             return None
         age = self.board.seconds_since(index.full_at)

@@ -36,43 +36,15 @@ class BucketTestCase(fakes.base.TestCase):
             tag_board.digest({'a': 'x'}), tag_board.digest({'a': 'y'})
         )
 
-    def test_creation_times_leave_the_digest_as_earlier_releases_read_it(
-        self,
-    ):
-        with_time = {'a': tag_board.with_created('ipmi\n\nx', 1700000000)}
-        self.assertEqual(
-            tag_board.digest({'a': 'ipmi\n\nx'}), tag_board.digest(with_time)
-        )
-        self.assertEqual(tag_board.EMPTY_DIGEST, tag_board.created_digest({}))
-        self.assertEqual(
-            tag_board.created_digest({'a': 'ipmi\n\nx'}),
-            tag_board.EMPTY_DIGEST,
-        )
-        self.assertNotEqual(
-            tag_board.created_digest(with_time),
-            tag_board.created_digest(
-                {'a': tag_board.with_created('ipmi\n\nx', 1700000001)}
-            ),
-        )
-
-    def test_split_created(self):
-        self.assertEqual(
-            ('a\nb\nc', 12), tag_board.split_created('a\nb\nc\t12')
-        )
-        self.assertEqual(('a\nb\nc', None), tag_board.split_created('a\nb\nc'))
-        self.assertEqual(('a', None), tag_board.split_created('a\tnope'))
-
     def test_malformed_publications_are_refused(self):
         for raw in (
             None,
             b'not json',
-            # Format 1 (tags alone) is an earlier release's.
-            {'format': 1, 'nodes': {}},
-            {'format': 2, 'nodes': {'a': 1}},
-            {'format': 2, 'nodes': []},
-            {'format': 2, 'nodes': {'a': 'x\t1'}},
-            {'format': 2, 'nodes': {'a': 'x'}, 'created': {'a': '1'}},
-            {'format': 2, 'nodes': {'a': 'x'}, 'created': []},
+            # A format this reader does not know.
+            {'format': 2, 'nodes': {}},
+            {'format': 1, 'nodes': {'a': 1}},
+            {'format': 1, 'nodes': []},
+            {'format': 1},
             'x' * (tag_board.MAX_BUCKET_BYTES + 1),
         ):
             self.assertRaises(
@@ -84,7 +56,14 @@ class BucketTestCase(fakes.base.TestCase):
             exception.InvalidCapabilities,
             tag_board.decode_index,
             b'p',
-            {'format': 2, 'since': 1.0, 'digests': ['x']},
+            {'format': 1, 'since': 1.0, 'digests': ['x']},
+        )
+        # Keys a reader does not know are a newer writer's: ignored.
+        self.assertEqual(
+            {'n': 'text'},
+            tag_board.decode_bucket(
+                {'format': 1, 'nodes': {'n': 'text'}, 'newer': [1]}
+            ),
         )
 
 
@@ -129,50 +108,18 @@ class TagBoardTestCase(fakes.BackendTestCase):
         self.assertEqual({'n': 'new'}, reader.read_bucket(b'b', 3))
         self.assertIsNone(reader.read_bucket(b'b', 4))
 
-    def test_creation_times_travel_beside_the_texts(self):
-        bucket = {
-            'n1': tag_board.with_created('ipmi\n\nrack1', 1700000000),
-            'n2': 'ipmi\n\nrack2',
-        }
+    def test_a_bucket_is_published_as_held(self):
+        bucket = {'n1': 'ipmi\n\nrack1\n1700000000', 'n2': 'ipmi\n\nrack2\n'}
         digests = [tag_board.EMPTY_DIGEST] * tag_board.BUCKETS
-        created = [tag_board.EMPTY_DIGEST] * tag_board.BUCKETS
         digests[3] = tag_board.digest(bucket)
-        created[3] = tag_board.created_digest(bucket)
         board = self.board('a', 1.0)
         board.try_lead()
-        board.publish({3: bucket}, digests, created_digests=created)
+        board.publish({3: bucket}, digests)
         reader = self.board('r', 0.0)
         self.assertEqual(bucket, reader.read_bucket(b'a', 3))
-        index = reader.read_index()
-        self.assertEqual(tuple(digests), index.digests)
-        self.assertEqual(tuple(created), index.created_digests)
-        # What a reader of an earlier release reads: the texts as they
-        # were, with the digest it computes of them.
+        self.assertEqual(tuple(digests), reader.read_index().digests)
         raw = self.backend.members(tag_board.bucket_group(GROUP, 3))['a']
-        self.assertEqual(
-            {'n1': 'ipmi\n\nrack1', 'n2': 'ipmi\n\nrack2'}, raw['nodes']
-        )
-        self.assertEqual(2, raw['format'])
-
-    def test_a_publication_without_creation_times_reads_as_before(self):
-        # As a publisher of an earlier release writes them.
-        self.backend.add(
-            tag_board.bucket_group(GROUP, 0),
-            b'a',
-            {'format': 2, 'nodes': {'n': 'ipmi\n\nx'}},
-        )
-        self.backend.add(
-            tag_board.index_group(GROUP),
-            b'a',
-            {
-                'format': 2,
-                'since': 1.0,
-                'digests': [tag_board.EMPTY_DIGEST] * tag_board.BUCKETS,
-            },
-        )
-        reader = self.board('r', 0.0)
-        self.assertEqual({'n': 'ipmi\n\nx'}, reader.read_bucket(b'a', 0))
-        self.assertIsNone(reader.read_index().created_digests)
+        self.assertEqual({'format': 1, 'nodes': bucket}, raw)
 
     def test_nothing_published_reads_as_none(self):
         self.assertIsNone(self.board('r', 0.0).read_index())

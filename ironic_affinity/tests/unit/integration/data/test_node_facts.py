@@ -20,7 +20,6 @@ import json
 
 from ironic_affinity import exception
 from ironic_affinity.integration.data import node_facts
-from ironic_affinity.membership import tag_board
 from ironic_affinity.tests import base
 
 UUID = '00000000-0000-4000-8000-000000000001'
@@ -49,21 +48,27 @@ class NodeFactsTestCase(base.TestCase):
         encoder = node_facts.RowEncoder('affinity_tags')
         created = datetime.datetime(2026, 12, 5, 1, 2, 3, 1)
         text = encoder.encode(UUID, None, 'ipmi', '', created)
-        base, seconds = tag_board.split_created(text)
+        facts = node_facts.decode(text)
+        seconds = facts.created_at
         # Rounded up: created in the second a change began is after it.
         self.assertEqual(
             calendar.timegm((2026, 12, 5, 1, 2, 4, 0, 0, 0)), seconds
         )
-        self.assertEqual(encoder.encode(UUID, None, 'ipmi', ''), base)
-        facts = dataclasses.replace(
-            node_facts.decode(base), created_at=seconds
+        without = node_facts.decode(encoder.encode(UUID, None, 'ipmi', ''))
+        self.assertIsNone(without.created_at)
+        self.assertEqual(
+            dataclasses.replace(without, created_at=seconds), facts
         )
         self.assertEqual(text, node_facts.encode_facts(facts))
         self.assertEqual(
             seconds, node_facts.requests([(UUID, facts)])[0].created_at
         )
-        # A text with a time is not decoded as if it had none.
-        self.assertEqual(node_facts.NO_FACTS, node_facts.decode(text))
+        # Nodes alike but for their creation time share the rest.
+        decoder = node_facts.Decoder()
+        self.assertIs(
+            decoder.decode(text).tags,
+            decoder.decode(encoder.encode(UUID, None, 'ipmi', '')).tags,
+        )
         # Aware times too; anything else is no time.
         self.assertEqual(
             seconds - 1,
@@ -91,8 +96,14 @@ class NodeFactsTestCase(base.TestCase):
     def test_a_text_not_written_here_is_never_trusted(self):
         self.assertEqual(node_facts.NO_FACTS, node_facts.decode('rack1'))
         self.assertEqual(
+            node_facts.NO_FACTS, node_facts.decode('ipmi\n\nrack1')
+        )
+        self.assertEqual(
+            node_facts.NO_FACTS, node_facts.decode('ipmi\n\nrack1\nsoon')
+        )
+        self.assertEqual(
             node_facts.NodeFacts('ipmi', '', frozenset()),
-            node_facts.decode('ipmi\n\nbad tag!'),
+            node_facts.decode('ipmi\n\nbad tag!\n'),
         )
 
     def test_tags_from_extra(self):

@@ -144,65 +144,6 @@ class TagFollowerTestCase(test_node_tags.CacheTestCase):
             other.created_at(self.uuid(11)),
         )
 
-    def test_creation_times_published_after_an_upgrade_are_read(self):
-        self.created(4, datetime.datetime(2026, 12, 5, 1, 2, 3))
-        # A publisher of an earlier release: the texts alone.
-        reader = self.cache()
-        reader.poll()
-        old = {
-            number: {
-                uuid: tag_board.split_created(text)[0]
-                for uuid, text in bucket.items()
-            }
-            for number, bucket in enumerate(reader._follower.as_published())
-        }
-        reader.stop()
-        holder = tag_board.TagBoard(
-            'redis://x',
-            GROUP,
-            'old',
-            5,
-            wall_clock=self.clock,
-            clock=self.clock,
-        )
-        self.assertTrue(holder.try_lead())
-        for number, bucket in old.items():
-            self.backend.add(
-                tag_board.bucket_group(GROUP, number),
-                b'old',
-                {'format': 2, 'nodes': bucket},
-            )
-        self.backend.add(
-            tag_board.index_group(GROUP),
-            b'old',
-            {
-                'format': 2,
-                'since': self.clock() + 100,
-                'digests': [tag_board.digest(b) for b in old.values()],
-            },
-        )
-        follower = self.cache(RefusingDatabase(), name='b')
-        follower.poll()
-        self.assertEqual(frozenset({'rack4'}), follower.get(self.uuid(4)))
-        self.assertIsNone(follower.created_at(self.uuid(4)))
-        # This release publishes again, the same texts with the times:
-        # the follower reads the one bucket whose times changed.
-        for number in old:
-            self.backend.groups[tag_board.bucket_group(GROUP, number)].pop(
-                b'old'
-            )
-        self.backend.groups[tag_board.index_group(GROUP)].pop(b'old')
-        holder.stop()
-        self.clock.advance(INTERVAL)
-        self.cache(name='new').poll()
-        before = self.bucket_reads(follower)
-        follower.poll()
-        self.assertEqual(before + 1, self.bucket_reads(follower))
-        self.assertEqual(
-            calendar.timegm((2026, 12, 5, 1, 2, 3, 0, 0, 0)),
-            follower.created_at(self.uuid(4)),
-        )
-
     def test_backend_outage_keeps_the_last_tags_and_catches_up(self):
         reader = self.cache()
         reader.poll()
