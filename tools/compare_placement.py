@@ -209,7 +209,7 @@ class Quiet:
     def debug(self, *args: Any) -> None:
         pass
 
-    info = warning = debug
+    info = warning = error = log = debug
 
 
 def _orphan(name: str, evaluation: Any) -> str:
@@ -231,9 +231,13 @@ class Questions:
         from ironic_affinity import report
         from ironic_affinity.integration import placement_metrics
         from ironic_affinity.integration.data import live
-        from ironic_affinity.integration.data import node_facts
         from ironic_affinity.integration.ring import capacity_state
         from ironic_affinity.integration.ring import rings
+
+        try:
+            from ironic_affinity.integration.node_tags import node_facts
+        except ImportError:  # before node tags had a package (issue 42)
+            from ironic_affinity.integration.data import node_facts
 
         self.adoption = adoption
         self.placement = placement

@@ -45,9 +45,9 @@ import uuid
 import sqlalchemy as sa
 
 from ironic_affinity.integration.data import ironic_db
-from ironic_affinity.integration.data import node_tags
-from ironic_affinity.membership import change_notices
-from ironic_affinity.membership import tag_board
+from ironic_affinity.integration.node_tags import change_notices
+from ironic_affinity.integration.node_tags import tag_board
+from ironic_affinity.integration.node_tags import tag_cache
 from ironic_affinity.tests.functional import servers
 
 POSTGRES = os.environ.get(
@@ -88,7 +88,7 @@ API_GROUP = 'measure.api'
 
 def _cache(url: str, backend: str, name: str, clock: _Clock):  # type: ignore[no-untyped-def]
     database = ironic_db.IronicDatabase(url)
-    return node_tags.NodeTagCache(
+    return tag_cache.NodeTagCache(
         database,
         tag_board.TagBoard(backend, 'measure', name, 5),
         'affinity_tags',

@@ -36,7 +36,8 @@ from ironic_affinity.integration import metrics
 from ironic_affinity.integration import placement_metrics
 from ironic_affinity.integration.data import ironic_db
 from ironic_affinity.integration.data import live
-from ironic_affinity.integration.data import node_tags
+from ironic_affinity.integration.node_tags import tag_board
+from ironic_affinity.integration.node_tags import tag_cache
 from ironic_affinity.integration.ring import active_source
 from ironic_affinity.integration.ring import capacity_state
 from ironic_affinity.integration.ring import missing_members
@@ -45,7 +46,6 @@ from ironic_affinity.integration.ring import placement_state
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import lease
 from ironic_affinity.membership import service
-from ironic_affinity.membership import tag_board
 from ironic_affinity.membership import view
 
 LOG = log.getLogger(__name__)
@@ -78,7 +78,7 @@ class ProcessServices:
         self.database = ironic_db.IronicDatabase(
             conf.database.connection, pool_size=2
         )
-        self.node_tags = node_tags.NodeTagCache(
+        self.node_tags = tag_cache.NodeTagCache(
             self.database,
             tag_board.TagBoard(
                 backend.backend_url(conf),

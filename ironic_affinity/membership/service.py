@@ -42,7 +42,6 @@ from ironic_affinity import profile
 from ironic_affinity import rollout
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import capabilities
-from ironic_affinity.membership import change_notices
 from ironic_affinity.membership import lease
 from ironic_affinity.membership import member
 from ironic_affinity.membership import reading
@@ -85,30 +84,27 @@ def api_group(conf: cfg.ConfigOpts) -> str:
 
 # This process's announcement, by pid: a forked child starts its own.
 _ANNOUNCED: dict[int, member.Member] = {}
-# The node writes this process's API answered, published with it.
-_NOTICES: dict[int, change_notices.ChangeNotices] = {}
 
 
-def announce_api(conf: cfg.ConfigOpts, enabled_by: str | None) -> None:
-    """Keep this API process in the API group while it lives.
+def announce_api(
+    conf: cfg.ConfigOpts, entry: Callable[[], dict[str, object]]
+) -> member.Member:
+    """Keep this API process in the API group while it lives, with
+    ``entry()`` as its entry; the caller updates it through the member
+    returned (its own thread publishes it).
 
     Idempotent, and cheap once done: called on every request. Starts a
     thread, so never call it in a process that forks afterwards.
-
-    :param enabled_by: how the plugin reached this process, published
-        for the upgrade check (ring.loader.enabled_by).
     """
-    if os.getpid() in _ANNOUNCED:
-        return
+    found = _ANNOUNCED.get(os.getpid())
+    if found is not None:
+        return found
     group = conf.affinity
-    notices = _NOTICES.setdefault(
-        os.getpid(), change_notices.ChangeNotices(enabled_by)
-    )
     presence = member.Member(
         backend.backend_url(conf),
         api_group(conf),
         '%s:%d' % (socket.gethostname(), os.getpid()),
-        notices.capabilities(),
+        entry(),
         group.heartbeat_interval,
         group.member_timeout,
         role='API process',
@@ -118,19 +114,7 @@ def announce_api(conf: cfg.ConfigOpts, enabled_by: str | None) -> None:
     _ANNOUNCED[os.getpid()] = presence
     # Leave on a clean exit; after a crash the entry expires.
     atexit.register(presence.stop)
-
-
-def note_node_written(
-    conf: cfg.ConfigOpts, node: str, enabled_by: str | None
-) -> None:
-    """Tell the node tags reader that this API process just wrote
-    ``node`` (a uuid or name); see change_notices. Cheap: the entry is
-    published by the announcement's own thread."""
-    announce_api(conf, enabled_by)
-    pid = os.getpid()
-    notices = _NOTICES[pid]
-    notices.record(node)
-    _ANNOUNCED[pid].update(notices.capabilities())
+    return presence
 
 
 def api_processes(

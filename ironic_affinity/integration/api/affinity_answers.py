@@ -29,7 +29,7 @@ from ironic_affinity import report
 from ironic_affinity._i18n import _
 from ironic_affinity.integration import process_services
 from ironic_affinity.integration.data import live
-from ironic_affinity.integration.data import node_facts
+from ironic_affinity.integration.node_tags import node_facts
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import view
 

@@ -44,10 +44,10 @@ from ironic_affinity.integration.api import affinity_api
 from ironic_affinity.integration.api import door
 from ironic_affinity.integration.api import json_patch
 from ironic_affinity.integration.api import write_notices
-from ironic_affinity.integration.data import fresh_nodes
-from ironic_affinity.integration.data import node_facts
+from ironic_affinity.integration.node_tags import change_notices
+from ironic_affinity.integration.node_tags import fresh_nodes
+from ironic_affinity.integration.node_tags import node_facts
 from ironic_affinity.integration.ring import loader
-from ironic_affinity.membership import service
 
 LOG = log.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def max_body() -> int:
 
 
 def _note_written(node: str) -> None:
-    service.note_node_written(CONF, node, loader.enabled_by())
+    change_notices.note_node_written(CONF, node, loader.enabled_by())
     services = process_services.if_started()
     if services is not None and node_facts.is_uuid(node):
         # This process places the node by its new row at once; the
@@ -148,6 +148,6 @@ class AffinityMiddleware:
         # its workers, and a thread of ours busy there (importing the
         # tooz driver, say) at the fork would leave a lock held for
         # ever in the worker.
-        service.announce_api(CONF, loader.enabled_by())
+        change_notices.announce(CONF, loader.enabled_by())
         process_services.mark_api_process()
         return self.api(environ, start_response)

@@ -15,9 +15,9 @@
 Only answers of success are noted: Ironic answers a create or update
 once the conductor has committed it, and a delete once the row is gone,
 so the process that reads the node's row after the notice finds the
-new contents (see ironic_affinity.membership.change_notices). A create
-or update is noted by the uuid of the answer's node, which a rename
-does not change; a delete by the path's uuid or name.
+new contents (see ironic_affinity.integration.node_tags.change_notices).
+A create or update is noted by the uuid of the answer's node, which a
+rename does not change; a delete by the path's uuid or name.
 """
 
 from collections.abc import Callable

@@ -10,5 +10,5 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Ironic's database as this plugin reads it, and the node tag cache
-every process holds."""
+"""Ironic's database as this plugin reads it (read-only), and the live
+deployment the commands see."""

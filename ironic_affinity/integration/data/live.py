@@ -37,7 +37,7 @@ from ironic_affinity import profile
 from ironic_affinity import takeovers
 from ironic_affinity._i18n import _
 from ironic_affinity.integration.data import ironic_db
-from ironic_affinity.integration.data import node_facts
+from ironic_affinity.integration.node_tags import node_facts
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import service
 from ironic_affinity.membership import view

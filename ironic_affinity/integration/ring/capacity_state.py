@@ -56,7 +56,7 @@ from typing import Protocol
 from ironic_affinity import capacity
 from ironic_affinity import outage
 from ironic_affinity import placement
-from ironic_affinity.integration.data import node_facts
+from ironic_affinity.integration.node_tags import node_facts
 
 # A computation for changed nodes waits at least this many times as long
 # as the previous one took: at 100,000 nodes one takes 1 to 1.5 s

@@ -41,11 +41,11 @@ from ironic_affinity import profile
 from ironic_affinity.integration import conductor_lifecycle
 from ironic_affinity.integration import enabling
 from ironic_affinity.integration import process_services
+from ironic_affinity.integration.node_tags import change_notices
 from ironic_affinity.integration.ring import adoption_ring
 from ironic_affinity.integration.ring import loader
 from ironic_affinity.integration.ring import placement_state
 from ironic_affinity.integration.ring import rings
-from ironic_affinity.membership import service
 
 
 def _no_valid_host(reason: str) -> Exception:
@@ -176,7 +176,9 @@ def _announce_if_api() -> None:
         and not conductor_lifecycle.is_conductor()
     ):
         process_services.mark_api_process()
-        service.announce_api(CONF, enabling.BY_IRONIC_CONF_WITHOUT_MIDDLEWARE)
+        change_notices.announce(
+            CONF, enabling.BY_IRONIC_CONF_WITHOUT_MIDDLEWARE
+        )
 
 
 def conductor_of(node: profile.NodeRequest) -> str | None:

@@ -31,7 +31,7 @@ from ironic_affinity import exception
 from ironic_affinity import placement
 from ironic_affinity import profile
 from ironic_affinity import rendezvous
-from ironic_affinity.integration.data import fresh_nodes
+from ironic_affinity.integration.node_tags import fresh_nodes
 from ironic_affinity.integration.ring import capacity_state
 
 #: A node's tags by uuid: None for a node not in the database; raises

@@ -29,8 +29,8 @@ import fixtures
 import sqlalchemy as sa
 
 from ironic_affinity.integration.data import ironic_db
-from ironic_affinity.integration.data import node_tags
-from ironic_affinity.membership import tag_board
+from ironic_affinity.integration.node_tags import tag_board
+from ironic_affinity.integration.node_tags import tag_cache
 from ironic_affinity.tests.e2e import base
 from ironic_affinity.tests.e2e import postgres
 
@@ -125,7 +125,7 @@ class DatabaseOutageTestCase(base.TestCase):
         # through the outage.
         logger = self.useFixture(
             fixtures.FakeLogger(
-                name=node_tags.__name__,
+                name=tag_cache.__name__,
                 level=logging.INFO,
                 format='%(message)s',
             )
@@ -133,7 +133,7 @@ class DatabaseOutageTestCase(base.TestCase):
         # It reads what the reader publishes on the backend.
         database = ironic_db.IronicDatabase(dep.database_url)
         self.addCleanup(database.dispose)
-        cache = node_tags.NodeTagCache(
+        cache = tag_cache.NodeTagCache(
             database,
             tag_board.TagBoard(dep.redis.url, 'e2e', 'test-cache', 5),
             'affinity_tags',

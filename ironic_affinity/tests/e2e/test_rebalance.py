@@ -26,7 +26,7 @@ import json
 import re
 import time
 
-from ironic_affinity.membership import tag_board
+from ironic_affinity.integration.node_tags import tag_board
 from ironic_affinity.tests.e2e import base
 from ironic_affinity.tests.e2e import deployment
 from ironic_affinity.tests.e2e import load

@@ -18,7 +18,8 @@ import argparse
 import sys
 import time
 
-from ironic_affinity.membership import tag_board
+from ironic_affinity.integration.node_tags import board_format
+from ironic_affinity.integration.node_tags import tag_board
 
 
 def main() -> int:
@@ -30,8 +31,8 @@ def main() -> int:
     board = tag_board.TagBoard(args.url, args.group, 'holder', args.timeout)
     while not board.try_lead():
         time.sleep(0.2)
-    digests = [tag_board.EMPTY_DIGEST] * tag_board.BUCKETS
-    digests[7] = tag_board.digest({'n': 'a'})
+    digests = [board_format.EMPTY_DIGEST] * board_format.BUCKETS
+    digests[7] = board_format.digest({'n': 'a'})
     board.publish({7: {'n': 'a'}}, digests)
     print('leading', flush=True)
     while board.try_lead():

@@ -19,7 +19,8 @@ import sys
 import time
 import uuid
 
-from ironic_affinity.membership import tag_board
+from ironic_affinity.integration.node_tags import board_format
+from ironic_affinity.integration.node_tags import tag_board
 from ironic_affinity.tests import base
 from ironic_affinity.tests.functional import servers
 
@@ -44,9 +45,9 @@ class TagBoardMixin:
         return board
 
     def digests(self, buckets):
-        found = [tag_board.EMPTY_DIGEST] * tag_board.BUCKETS
+        found = [board_format.EMPTY_DIGEST] * board_format.BUCKETS
         for number, bucket in buckets.items():
-            found[number] = tag_board.digest(bucket)
+            found[number] = board_format.digest(bucket)
         return found
 
     def test_one_holder_publishes_and_the_others_read(self):

@@ -25,8 +25,8 @@ from ironic_affinity import engine
 from ironic_affinity import profile
 from ironic_affinity.integration.data import ironic_db
 from ironic_affinity.integration.data import live
-from ironic_affinity.integration.data import node_tags
-from ironic_affinity.membership import tag_board
+from ironic_affinity.integration.node_tags import tag_board
+from ironic_affinity.integration.node_tags import tag_cache
 from ironic_affinity.membership import view
 from ironic_affinity.tests.unit.membership import fakes
 
@@ -92,7 +92,7 @@ class FromMemoryTestCase(fakes.BackendTestCase):
         )
 
     def test_same_nodes_and_placement_as_the_database(self):
-        cache = node_tags.NodeTagCache(
+        cache = tag_cache.NodeTagCache(
             self.database,
             tag_board.TagBoard(
                 'redis://x', 'conductors', 'a', 5, clock=self.clock

@@ -20,7 +20,7 @@ import uuid as uuidlib
 from ironic_affinity import capacity
 from ironic_affinity import placement
 from ironic_affinity import profile
-from ironic_affinity.integration.data import node_facts
+from ironic_affinity.integration.node_tags import node_facts
 from ironic_affinity.integration.ring import capacity_state
 from ironic_affinity.integration.ring import rings
 from ironic_affinity.tests import base

@@ -19,10 +19,13 @@ import json
 import fixtures
 import sqlalchemy as sa
 
-from ironic_affinity.integration.data import tag_reader
-from ironic_affinity.membership import change_notices
-from ironic_affinity.membership import tag_board
-from ironic_affinity.tests.unit.integration.data import test_node_tags
+from ironic_affinity.integration.node_tags import board_format
+from ironic_affinity.integration.node_tags import change_notices
+from ironic_affinity.integration.node_tags import tag_board
+from ironic_affinity.integration.node_tags import tag_reader
+from ironic_affinity.tests.unit.integration.node_tags import (
+    test_tag_cache as test_node_tags,
+)
 
 INTERVAL = test_node_tags.INTERVAL
 RESCAN = test_node_tags.RESCAN
@@ -41,7 +44,7 @@ class TagReaderTestCase(test_node_tags.CacheTestCase):
         self.assertEqual(10, len(reader))
         self.assertEqual(frozenset({'rack4'}), reader.get(self.uuid(4)))
         self.assertIsNone(reader.get('not-a-node'))
-        index = self.backend.members(tag_board.index_group(GROUP))
+        index = self.backend.members(board_format.index_group(GROUP))
         self.assertEqual(['a'], list(index))
 
     def test_a_notice_by_name_is_read_by_name(self):

@@ -16,9 +16,11 @@ reading only the buckets that changed, and never the nodes table."""
 import calendar
 import datetime
 
-from ironic_affinity.integration.data import node_facts
-from ironic_affinity.membership import tag_board
-from ironic_affinity.tests.unit.integration.data import test_node_tags
+from ironic_affinity.integration.node_tags import board_format
+from ironic_affinity.integration.node_tags import node_facts
+from ironic_affinity.tests.unit.integration.node_tags import (
+    test_tag_cache as test_node_tags,
+)
 
 INTERVAL = test_node_tags.INTERVAL
 RESCAN = test_node_tags.RESCAN
@@ -166,7 +168,7 @@ class TagFollowerTestCase(test_node_tags.CacheTestCase):
 
     def test_the_first_processes_read_for_themselves(self):
         # Another process holds the lock but has published nothing yet.
-        self.backend.locks[tag_board.lock_name(GROUP)] = (b'x', 1e9)
+        self.backend.locks[board_format.lock_name(GROUP)] = (b'x', 1e9)
         cache = self.cache()
         cache.poll()
         self.assertFalse(cache.leading)

@@ -19,7 +19,7 @@ import datetime
 import json
 
 from ironic_affinity import exception
-from ironic_affinity.integration.data import node_facts
+from ironic_affinity.integration.node_tags import node_facts
 from ironic_affinity.tests import base
 
 UUID = '00000000-0000-4000-8000-000000000001'

@@ -13,9 +13,9 @@
 """What is published of a node, and the text it travels as.
 
 A node's row becomes one line of text in the process that reads it
-(:mod:`ironic_affinity.integration.data.tag_reader`), and that text
+(:mod:`ironic_affinity.integration.node_tags.tag_reader`), and that text
 becomes :class:`NodeFacts` again in every process that holds it
-(:mod:`ironic_affinity.integration.data.tag_follower`). Both directions
+(:mod:`ironic_affinity.integration.node_tags.tag_follower`). Both directions
 are here, so that the format has one owner: a text that does not come
 apart as it was put together is never trusted, whoever wrote it.
 

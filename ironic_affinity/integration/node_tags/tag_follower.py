@@ -16,7 +16,7 @@ Ironic asks for a node's conductor by uuid alone, many times a second,
 so each process holds uuid -> facts in as many dictionaries as the
 backend has buckets, each replaced whole: a lookup reads without a lock
 while a refresh installs. A process follows what the reader publishes
-(:mod:`ironic_affinity.integration.data.tag_reader`) by reading the
+(:mod:`ironic_affinity.integration.node_tags.tag_reader`) by reading the
 backend's index, then only the buckets whose digest differs from the
 digest of what it holds: an idle deployment costs a follower one read.
 The reader installs what it publishes here too, so that the digests it
@@ -29,10 +29,11 @@ from collections.abc import Iterable
 import threading
 import time
 
-from ironic_affinity.integration.data import node_facts
-from ironic_affinity.membership import tag_board
+from ironic_affinity.integration.node_tags import board_format
+from ironic_affinity.integration.node_tags import node_facts
+from ironic_affinity.integration.node_tags import tag_board
 
-BUCKETS = tag_board.BUCKETS
+BUCKETS = board_format.BUCKETS
 
 
 class TagFollower:
@@ -46,9 +47,9 @@ class TagFollower:
         self._buckets: list[dict[str, node_facts.NodeFacts]] = [
             {} for _ in range(BUCKETS)
         ]
-        self._digests = [tag_board.EMPTY_DIGEST] * BUCKETS
+        self._digests = [board_format.EMPTY_DIGEST] * BUCKETS
         # The last index read whole: see take_followed.
-        self._followed: tag_board.Index | None = None
+        self._followed: board_format.Index | None = None
         #: Shares facts between nodes: also for rows read for one lookup.
         self.decoder = node_facts.Decoder()
         self._installing = threading.Lock()
@@ -62,7 +63,7 @@ class TagFollower:
         self.buckets_read = 0
 
     def held(self, uuid: str) -> node_facts.NodeFacts | None:
-        return self._buckets[tag_board.bucket_of(uuid)].get(uuid)
+        return self._buckets[board_format.bucket_of(uuid)].get(uuid)
 
     def nodes(self) -> list[tuple[str, node_facts.NodeFacts]]:
         """(uuid, facts) of every node held."""
@@ -76,7 +77,7 @@ class TagFollower:
         the same contents."""
         return list(self._digests)
 
-    def as_published(self) -> list[tag_board.Bucket]:
+    def as_published(self) -> list[board_format.Bucket]:
         """Every bucket held, as the text it was published as."""
         return [
             {
@@ -86,7 +87,7 @@ class TagFollower:
             for nodes in self._buckets
         ]
 
-    def take_followed(self) -> tag_board.Index | None:
+    def take_followed(self) -> board_format.Index | None:
         """The index last read whole, if any since the last call: a
         process taking the lock carries on from it once, never from one
         read before it last led."""
@@ -122,14 +123,14 @@ class TagFollower:
         self.source = source
         self.loaded.set()
 
-    def install_all(self, buckets: Iterable[tag_board.Bucket]) -> None:
+    def install_all(self, buckets: Iterable[board_format.Bucket]) -> None:
         """Every bucket, read from the database by this process for
         itself alone."""
         for number, bucket in enumerate(buckets):
             self.install(number, bucket)
         self.loaded_from('from the database, for this process alone')
 
-    def install(self, number: int, bucket: tag_board.Bucket) -> None:
+    def install(self, number: int, bucket: board_format.Bucket) -> None:
         """Make one bucket's published contents the tags of its nodes."""
         decode = self.decoder.decode
         nodes = {uuid: decode(text) for uuid, text in bucket.items()}
@@ -137,5 +138,5 @@ class TagFollower:
             if nodes != self._buckets[number]:
                 self._buckets[number] = nodes
                 self.version += 1
-            self._digests[number] = tag_board.digest(bucket)
+            self._digests[number] = board_format.digest(bucket)
         time.sleep(0)  # see tag_reader.BATCH

@@ -10,7 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-from ironic_affinity.membership import change_notices
+from ironic_affinity.integration.node_tags import change_notices
 from ironic_affinity.tests import base
 
 

@@ -27,10 +27,14 @@ missed some, and reads every node instead.
 """
 
 from collections.abc import Mapping
+import os
 import threading
 from typing import Any
 
+from oslo_config import cfg
+
 from ironic_affinity.membership import capabilities
+from ironic_affinity.membership import service
 
 KEPT = 64
 KEY = 'node_changes'
@@ -65,6 +69,34 @@ class ChangeNotices:
         if self.enabled_by is not None:
             found[capabilities.ENABLED_BY] = self.enabled_by
         return found
+
+
+# The node writes this process's API answered, by pid: a forked child
+# starts its own.
+_NOTICES: dict[int, ChangeNotices] = {}
+
+
+def announce(conf: cfg.ConfigOpts, enabled_by: str | None) -> None:
+    """Keep this API process in the API group, with its notices.
+
+    :param enabled_by: how the plugin reached this process, published
+        for the upgrade check (ring.loader.enabled_by).
+    """
+    notices = _NOTICES.setdefault(os.getpid(), ChangeNotices(enabled_by))
+    service.announce_api(conf, notices.capabilities)
+
+
+def note_node_written(
+    conf: cfg.ConfigOpts, node: str, enabled_by: str | None
+) -> None:
+    """Tell the node tags reader that this API process just wrote
+    ``node`` (a uuid or name). Cheap: the entry is published by the
+    announcement's own thread."""
+    notices = _NOTICES.setdefault(os.getpid(), ChangeNotices(enabled_by))
+    notices.record(node)
+    service.announce_api(conf, notices.capabilities).update(
+        notices.capabilities()
+    )
 
 
 def decode(raw: Any) -> tuple[int, list[str]] | None:

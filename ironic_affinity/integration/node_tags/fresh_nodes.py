@@ -12,8 +12,8 @@
 
 """A node's facts ahead of the shared tag cache: read through, or written.
 
-The tag cache (:mod:`ironic_affinity.integration.data.node_tags`) learns of a
-new node within a couple of seconds; until then a process asked for that
+The tag cache (:mod:`.tag_cache`) learns of a new node within a couple
+of seconds; until then a process asked for that
 node's conductor would have to place it without its tags, against hard
 tags that are already in the database. So a process asked about a node
 it does not hold reads that one row (Ironic's unique uuid index) and

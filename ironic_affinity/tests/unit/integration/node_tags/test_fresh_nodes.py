@@ -17,8 +17,8 @@ import threading
 import sqlalchemy as sa
 
 from ironic_affinity import exception
-from ironic_affinity.integration.data import fresh_nodes
-from ironic_affinity.integration.data import node_facts
+from ironic_affinity.integration.node_tags import fresh_nodes
+from ironic_affinity.integration.node_tags import node_facts
 from ironic_affinity.tests import base
 from ironic_affinity.tests.unit.integration.ring import test_capacity_state
 

@@ -23,12 +23,12 @@ import fixtures
 import sqlalchemy as sa
 
 from ironic_affinity import exception
-from ironic_affinity.integration import data
+from ironic_affinity.integration import node_tags
 from ironic_affinity.integration.data import ironic_db
-from ironic_affinity.integration.data import node_tags
-from ironic_affinity.integration.data import tag_reader
-from ironic_affinity.membership import change_notices
-from ironic_affinity.membership import tag_board
+from ironic_affinity.integration.node_tags import change_notices
+from ironic_affinity.integration.node_tags import tag_board
+from ironic_affinity.integration.node_tags import tag_cache
+from ironic_affinity.integration.node_tags import tag_reader
 from ironic_affinity.tests.unit.membership import fakes
 
 NODES = ironic_db.NODES
@@ -61,7 +61,7 @@ class CacheTestCase(fakes.BackendTestCase):
 
     # The cache and the modules it is made of each log under their own
     # name: read the lines of them all.
-    LOGGER = data.__name__
+    LOGGER = node_tags.__name__
 
     def setUp(self):
         super().setUp()
@@ -92,7 +92,7 @@ class CacheTestCase(fakes.BackendTestCase):
         return '00000000-0000-4000-8000-%012d' % index
 
     def cache(self, database=None, name='a', warm_timeout=10.0):
-        cache = node_tags.NodeTagCache(
+        cache = tag_cache.NodeTagCache(
             self.database if database is None else database,
             tag_board.TagBoard(
                 'redis://x',

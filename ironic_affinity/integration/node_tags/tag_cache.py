@@ -10,40 +10,14 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Every node's affinity tags, read from Ironic's database by one process.
+"""The node tag cache: the one object the rest of the plugin holds.
 
-Ironic asks for a node's conductor by uuid alone, many times a second,
-so each process keeps uuid -> tags in memory. Who reads what, decided
-at each refresh by a tooz lock on the coordination backend
-(:mod:`ironic_affinity.membership.tag_board`):
-
-* the holder of the lock reads the nodes table and publishes each
-  node's tags, in buckets, through the backend
-  (:mod:`ironic_affinity.integration.data.tag_reader`);
-* every other process reads the backend's index every ``interval``
-  seconds and only the buckets that changed
-  (:mod:`ironic_affinity.integration.data.tag_follower`). It never reads
-  the nodes table, but when it has no tags at all and nobody has
-  published any (the first processes of a deployment, or a backend that
-  is down when the process starts): then it reads every node once
-  itself.
-
-This module is the one object the rest of the plugin holds: it runs the
-refreshes in a thread, takes a role at each, keeps serving through
-either side's outage, and answers lookups, reading the row of a node
-that is not published yet (:mod:`ironic_affinity.integration.data.
-fresh_nodes`).
-
-So an idle deployment's refreshes read no rows but the full re-read. A
-change written through Ironic's API reaches every process within about
-two ``interval`` (the writer's notice, the holder's read, the others'
-read of the index); any other committed change (inspection rules in a
-conductor, a direct edit of the database) within ``rescan`` plus one
-full read plus one ``interval``, whatever the clocks of the hosts. When
-the holder dies, another process takes the lock within the member
-timeout and reads every node. While the backend does not answer, a
-process keeps the tags it has, with one warning, and catches up when it
-answers again; the database's outages are the holder's alone to see.
+It runs the refreshes in a thread, takes a role at each (the reader
+while it holds the lock, else a follower; it reads every node itself
+only when it has no tags and nobody has published any), keeps serving
+through either side's outage, and answers lookups, reading the row of a
+node that is not published yet. The whole path, and how fresh the tags
+are: :mod:`ironic_affinity.integration.node_tags`.
 """
 
 from collections.abc import Callable
@@ -54,12 +28,12 @@ from oslo_log import log
 import sqlalchemy as sa
 
 from ironic_affinity import outage
-from ironic_affinity.integration.data import fresh_nodes
 from ironic_affinity.integration.data import ironic_db
-from ironic_affinity.integration.data import node_facts
-from ironic_affinity.integration.data import tag_follower
-from ironic_affinity.integration.data import tag_reader
-from ironic_affinity.membership import tag_board
+from ironic_affinity.integration.node_tags import fresh_nodes
+from ironic_affinity.integration.node_tags import node_facts
+from ironic_affinity.integration.node_tags import tag_board
+from ironic_affinity.integration.node_tags import tag_follower
+from ironic_affinity.integration.node_tags import tag_reader
 
 LOG = log.getLogger(__name__)
 
@@ -219,7 +193,7 @@ class NodeTagCache:
         that are in the database, even in the seconds before the node
         is published. None for a node that is not in the database (a
         creation routed before its row exists); tags of the type
-        :class:`~ironic_affinity.integration.data.fresh_nodes.BeingCreated`
+        :class:`~ironic_affinity.integration.node_tags.fresh_nodes.BeingCreated`
         for the node this thread is creating.
 
         :raises: NodeTagsUnreadable when the row must be read and cannot.

@@ -16,27 +16,12 @@ One process of a deployment at a time, the holder of a tooz lock, reads
 Ironic's nodes table and publishes every node's tags here; every other
 process reads them from here and never from the database. tooz offers
 groups with per-member capabilities and locks on every driver, but no
-key-value store, so the tags ride in capabilities:
-
-* nodes are split into :data:`BUCKETS` buckets by a hash of their uuid;
-  the holder joins one group per bucket, ``<group>.node-tags.<xx>``, with
-  that bucket's ``{uuid: text}`` as its capabilities, each node's text
-  written by :mod:`ironic_affinity.integration.data.node_facts` (about
-  50 KB a bucket at 100,000 nodes, within every driver's value size);
-* it joins the index group ``<group>.node-tags`` with a digest of each
-  bucket and the time it took the lock.
-
-The board does not look inside a node's text. Entries follow the rule
-of members' entries (:mod:`ironic_affinity.membership.capabilities`):
-readers ignore keys they do not know, and a change an older reader
-would misread bumps :data:`FORMAT_VERSION`.
+key-value store, so the tags ride in capabilities, as
+:mod:`.board_format` lays them out.
 
 A reader reads the index once per interval (one or two calls) and only
 the buckets whose digest differs from that of what it holds: nothing
-when nothing changed, one bucket per changed node otherwise. Digests,
-not counters, so that a new holder after a failover, which publishes
-anew under its own member id, costs readers nothing for the buckets
-that did not change meanwhile.
+when nothing changed, one bucket per changed node otherwise.
 
 The holder's entries expire with its heartbeats (the member timeout), and
 its lock with them, so another process takes over within that time. For
@@ -53,135 +38,19 @@ full every few seconds.
 """
 
 from collections.abc import Mapping
-import dataclasses
-import hashlib
-import json
 import time
 from typing import Any
-import zlib
 
 from tooz import coordination
 
 from ironic_affinity import exception
-from ironic_affinity._i18n import _
+from ironic_affinity.integration.node_tags import board_format
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import reading
-
-FORMAT_VERSION = 1
-BUCKETS = 256
-# Far above a bucket's size at a million nodes (about 300 KB with their
-# creation times), below the smallest value bound of a supported driver
-# (ZooKeeper's 1 MiB is the server default; Redis and etcd allow more).
-MAX_BUCKET_BYTES = 1024 * 1024
-
-Bucket = dict[str, str]
-
-
-def bucket_of(uuid: str) -> int:
-    """The bucket of a node: stable across processes and hash seeds."""
-    return zlib.crc32(uuid.encode('utf-8')) % BUCKETS
-
-
-def digest(bucket: Mapping[str, str]) -> str:
-    """A bucket's digest: equal contents give equal digests in every
-    process."""
-    # Of the canonical JSON.
-    text = json.dumps(dict(bucket), sort_keys=True, separators=(',', ':'))
-    return hashlib.blake2b(text.encode('utf-8'), digest_size=8).hexdigest()
-
-
-EMPTY_DIGEST = digest({})
-
-
-def index_group(group: str) -> bytes:
-    return ('%s.node-tags' % group).encode('utf-8')
-
-
-def bucket_group(group: str, bucket: int) -> bytes:
-    return ('%s.node-tags.%02x' % (group, bucket)).encode('utf-8')
-
-
-def lock_name(group: str) -> bytes:
-    return ('%s.node-tags-reader' % group).encode('utf-8')
 
 
 class LockLost(Exception):
     """The reader's lock expired in the middle of a publication."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Index:
-    """What the holder published: who it is, since when, and the digest
-    of each bucket; and, so that a process taking over can carry on
-    without reading every node again, when its last full read began
-    (seconds since the epoch) and the number of the last change notice
-    it had read from each API process. Those two may lag (they are
-    published with the buckets), which only makes a successor read more.
-    """
-
-    publisher: bytes
-    since: float
-    digests: tuple[str, ...]
-    full_at: float | None = None
-    notices_seen: Mapping[str, int] | None = None
-
-
-def _decode(raw: Any) -> Any:
-    if isinstance(raw, bytes):
-        raw = raw.decode('utf-8')
-    if isinstance(raw, str):
-        if len(raw) > MAX_BUCKET_BYTES:
-            raise exception.InvalidCapabilities(_('larger than 1 MiB'))
-        raw = json.loads(raw) if raw else None
-    if not isinstance(raw, dict) or raw.get('format') != FORMAT_VERSION:
-        raise exception.InvalidCapabilities(
-            _('not a node-tags publication of format %d') % FORMAT_VERSION
-        )
-    return raw
-
-
-def decode_index(publisher: bytes, raw: Any) -> Index:
-    """:raises: InvalidCapabilities for anything but an index."""
-    found = _decode(raw)
-    digests = found.get('digests')
-    since = found.get('since')
-    if (
-        not isinstance(digests, list)
-        or len(digests) != BUCKETS
-        or not all(isinstance(d, str) for d in digests)
-        or not isinstance(since, (int, float))
-    ):
-        raise exception.InvalidCapabilities(_('malformed node-tags index'))
-    full_at = found.get('full_at')
-    seen = found.get('notices_seen')
-    if not isinstance(full_at, (int, float)) or isinstance(full_at, bool):
-        full_at = None
-    if not isinstance(seen, dict) or not all(
-        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
-        for k, v in seen.items()
-    ):
-        seen = None
-    return Index(
-        publisher,
-        float(since),
-        tuple(digests),
-        None if full_at is None else float(full_at),
-        seen,
-    )
-
-
-def decode_bucket(raw: Any) -> Bucket:
-    """A bucket's ``{uuid: text}``.
-
-    :raises: InvalidCapabilities for anything but a bucket.
-    """
-    found = _decode(raw)
-    nodes = found.get('nodes')
-    if not isinstance(nodes, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in nodes.items()
-    ):
-        raise exception.InvalidCapabilities(_('malformed node-tags bucket'))
-    return nodes
 
 
 class TagBoard:
@@ -268,7 +137,7 @@ class TagBoard:
         if self._lock is not None:
             self._renew(client)
             return self._lock is not None
-        lock = client.get_lock(lock_name(self.group))
+        lock = client.get_lock(board_format.lock_name(self.group))
         self.calls += 1
         if lock.acquire(blocking=False):
             self._lock = lock
@@ -341,7 +210,7 @@ class TagBoard:
 
     def publish(
         self,
-        buckets: Mapping[int, Bucket],
+        buckets: Mapping[int, board_format.Bucket],
         digests: list[str],
         full_age: float | None = None,
         notices_seen: Mapping[str, int] | None = None,
@@ -349,7 +218,7 @@ class TagBoard:
         """Publish these buckets, then the index of every digest: a
         reader that sees the new index finds the new buckets.
 
-        :param digests: every bucket's :func:`digest`.
+        :param digests: every bucket's :func:`board_format.digest`.
         :param full_age: seconds since the holder's last full read began.
         :param notices_seen: the last change notice read, by API process.
         :raises: LockLost when the lock expired meanwhile: the index is
@@ -359,15 +228,15 @@ class TagBoard:
             if not self.keep_leading():
                 raise LockLost()
             self._join(
-                bucket_group(self.group, number),
-                {'format': FORMAT_VERSION, 'nodes': dict(nodes)},
+                board_format.bucket_group(self.group, number),
+                {'format': board_format.FORMAT_VERSION, 'nodes': dict(nodes)},
             )
         if not self.keep_leading():
             raise LockLost()
         self._join(
-            index_group(self.group),
+            board_format.index_group(self.group),
             {
-                'format': FORMAT_VERSION,
+                'format': board_format.FORMAT_VERSION,
                 'since': self._since,
                 'digests': list(digests),
                 'full_at': (
@@ -395,7 +264,7 @@ class TagBoard:
         found = reading.members_by_name(self._started(), group, self.timeout)
         return found or {}
 
-    def read_index(self) -> Index | None:
+    def read_index(self) -> board_format.Index | None:
         """The newest holder's index; None when nobody has published.
 
         :raises: tooz errors when the backend cannot be read.
@@ -403,19 +272,23 @@ class TagBoard:
         client = self._started()
         self.calls += 1
         found = reading.members_by_name(
-            client, index_group(self.group), self.timeout
+            client, board_format.index_group(self.group), self.timeout
         )
         indexes = []
         for name, raw in (found or {}).items():
             try:
-                indexes.append(decode_index(name.encode('utf-8'), raw))
+                indexes.append(
+                    board_format.decode_index(name.encode('utf-8'), raw)
+                )
             except (exception.InvalidCapabilities, ValueError):
                 continue  # a foreign or half-written entry: not ours
         if not indexes:
             return None
         return max(indexes, key=lambda index: (index.since, index.publisher))
 
-    def read_bucket(self, publisher: bytes, number: int) -> Bucket | None:
+    def read_bucket(
+        self, publisher: bytes, number: int
+    ) -> board_format.Bucket | None:
         """One bucket as ``publisher`` published it; None if it has not
         (yet, or any more).
 
@@ -426,8 +299,8 @@ class TagBoard:
         self.calls += 1
         try:
             raw = client.get_member_capabilities(
-                bucket_group(self.group, number), publisher
+                board_format.bucket_group(self.group, number), publisher
             ).get(timeout=self.timeout)
         except (coordination.MemberNotJoined, coordination.GroupNotCreated):
             return None
-        return decode_bucket(raw)
+        return board_format.decode_bucket(raw)

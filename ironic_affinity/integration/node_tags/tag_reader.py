@@ -14,10 +14,9 @@
 
 The holder of the reader's lock reads every node when it takes the lock
 and then every ``rescan`` seconds, and in between only the nodes that
-API processes noted as written (:mod:`ironic_affinity.membership.
-change_notices`), by Ironic's unique uuid and name indexes. It installs
-what it reads in its own memory (:mod:`ironic_affinity.integration.
-data.tag_follower`) and publishes the buckets that changed. So the
+API processes noted as written (:mod:`.change_notices`), by Ironic's
+unique uuid and name indexes. It installs what it reads in its own
+memory (:mod:`.tag_follower`) and publishes the buckets that changed. So the
 database sees one reader, whatever the number of processes.
 
 A process that takes the lock over carries on from the publication it
@@ -43,10 +42,11 @@ from oslo_log import log
 import sqlalchemy as sa
 
 from ironic_affinity.integration.data import ironic_db
-from ironic_affinity.integration.data import node_facts
-from ironic_affinity.integration.data import tag_follower
-from ironic_affinity.membership import change_notices
-from ironic_affinity.membership import tag_board
+from ironic_affinity.integration.node_tags import board_format
+from ironic_affinity.integration.node_tags import change_notices
+from ironic_affinity.integration.node_tags import node_facts
+from ironic_affinity.integration.node_tags import tag_board
+from ironic_affinity.integration.node_tags import tag_follower
 
 LOG = log.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class TagReader:
         self._clock = clock
         # The buckets as published (tags as canonical text); None while
         # this process does not hold the lock.
-        self._published: list[tag_board.Bucket] | None = None
+        self._published: list[board_format.Bucket] | None = None
         self._last_full: float | None = None
         self._notices = change_notices.NoticeTracker()
         #: Rows read from the nodes table by the last refresh.
@@ -183,7 +183,7 @@ class TagReader:
             )
         self.memory.loaded_from('from the database, for the whole deployment')
 
-    def _adopted(self) -> list[tag_board.Bucket] | None:
+    def _adopted(self) -> list[board_format.Bucket] | None:
         """On taking the lock: what the previous holder published, as
         this process last read it whole, so that it carries on from there
         (its notices and the time of its last full read) rather than
@@ -210,7 +210,7 @@ class TagReader:
         buckets = self.memory.as_published()
         # What we hold is what was published, to the byte.
         if any(
-            tag_board.digest(bucket) != wanted
+            board_format.digest(bucket) != wanted
             for bucket, wanted in zip(buckets, index.digests, strict=True)
         ):
             return None
@@ -219,18 +219,18 @@ class TagReader:
         return buckets
 
     def _read_changes(
-        self, published: list[tag_board.Bucket], idents: set[str]
-    ) -> dict[int, tag_board.Bucket]:
+        self, published: list[board_format.Bucket], idents: set[str]
+    ) -> dict[int, board_format.Bucket]:
         """The buckets that the noted nodes change, read by index."""
         with self.database.engine.connect() as connection:
             rows = ironic_db.nodes_by_ident(
                 connection, sorted(idents), node_facts.COLUMNS
             )
         self.last_rows = len(rows)
-        changed: dict[int, tag_board.Bucket] = {}
+        changed: dict[int, board_format.Bucket] = {}
 
-        def bucket(uuid: str) -> tag_board.Bucket:
-            number = tag_board.bucket_of(uuid)
+        def bucket(uuid: str) -> board_format.Bucket:
+            number = board_format.bucket_of(uuid)
             if number not in changed:
                 changed[number] = dict(published[number])
             return changed[number]
@@ -250,11 +250,11 @@ class TagReader:
                 published[number] = changed[number]
         return changed
 
-    def read_all(self) -> list[tag_board.Bucket]:
+    def read_all(self) -> list[board_format.Bucket]:
         """Every node as published, in its bucket."""
         interned: dict[str, str] = {}
-        buckets: list[tag_board.Bucket] = [
-            {} for _ in range(tag_board.BUCKETS)
+        buckets: list[board_format.Bucket] = [
+            {} for _ in range(board_format.BUCKETS)
         ]
         count = 0
         with self.database.engine.connect() as connection:
@@ -263,7 +263,7 @@ class TagReader:
                 self.board.keep_leading()
                 for uuid, *values in batch:
                     text = self.encoder.encode(uuid, *values)
-                    number = tag_board.bucket_of(uuid)
+                    number = board_format.bucket_of(uuid)
                     buckets[number][uuid] = interned.setdefault(text, text)
                     count += 1
         self.last_rows = count

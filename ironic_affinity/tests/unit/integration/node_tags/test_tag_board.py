@@ -11,7 +11,8 @@
 # under the License.
 
 from ironic_affinity import exception
-from ironic_affinity.membership import tag_board
+from ironic_affinity.integration.node_tags import board_format
+from ironic_affinity.integration.node_tags import tag_board
 from ironic_affinity.tests.unit.membership import fakes
 
 GROUP = 'g'
@@ -20,20 +21,20 @@ GROUP = 'g'
 class BucketTestCase(fakes.base.TestCase):
     def test_buckets_are_stable_and_spread(self):
         uuids = ['%08x-0000-4000-8000-000000000000' % i for i in range(4096)]
-        buckets = [tag_board.bucket_of(u) for u in uuids]
-        self.assertEqual(buckets, [tag_board.bucket_of(u) for u in uuids])
-        counts = [buckets.count(b) for b in range(tag_board.BUCKETS)]
+        buckets = [board_format.bucket_of(u) for u in uuids]
+        self.assertEqual(buckets, [board_format.bucket_of(u) for u in uuids])
+        counts = [buckets.count(b) for b in range(board_format.BUCKETS)]
         # 16 a bucket on average: none empty, none with four times that.
         self.assertGreater(min(counts), 0)
         self.assertLess(max(counts), 64)
 
     def test_digest_ignores_order(self):
         self.assertEqual(
-            tag_board.digest({'a': 'x', 'b': ''}),
-            tag_board.digest({'b': '', 'a': 'x'}),
+            board_format.digest({'a': 'x', 'b': ''}),
+            board_format.digest({'b': '', 'a': 'x'}),
         )
         self.assertNotEqual(
-            tag_board.digest({'a': 'x'}), tag_board.digest({'a': 'y'})
+            board_format.digest({'a': 'x'}), board_format.digest({'a': 'y'})
         )
 
     def test_malformed_publications_are_refused(self):
@@ -45,23 +46,23 @@ class BucketTestCase(fakes.base.TestCase):
             {'format': 1, 'nodes': {'a': 1}},
             {'format': 1, 'nodes': []},
             {'format': 1},
-            'x' * (tag_board.MAX_BUCKET_BYTES + 1),
+            'x' * (board_format.MAX_BUCKET_BYTES + 1),
         ):
             self.assertRaises(
                 (exception.InvalidCapabilities, ValueError),
-                tag_board.decode_bucket,
+                board_format.decode_bucket,
                 raw,
             )
         self.assertRaises(
             exception.InvalidCapabilities,
-            tag_board.decode_index,
+            board_format.decode_index,
             b'p',
             {'format': 1, 'since': 1.0, 'digests': ['x']},
         )
         # Keys a reader does not know are a newer writer's: ignored.
         self.assertEqual(
             {'n': 'text'},
-            tag_board.decode_bucket(
+            board_format.decode_bucket(
                 {'format': 1, 'nodes': {'n': 'text'}, 'newer': [1]}
             ),
         )
@@ -92,7 +93,7 @@ class TagBoardTestCase(fakes.BackendTestCase):
         self.assertFalse(first.leading)
 
     def test_readers_follow_the_latest_holder(self):
-        digests = [tag_board.EMPTY_DIGEST] * tag_board.BUCKETS
+        digests = [board_format.EMPTY_DIGEST] * board_format.BUCKETS
         old = self.board('a', 1.0)
         old.try_lead()
         old.publish({3: {'n': 'old'}}, digests)
@@ -110,15 +111,15 @@ class TagBoardTestCase(fakes.BackendTestCase):
 
     def test_a_bucket_is_published_as_held(self):
         bucket = {'n1': 'ipmi\n\nrack1\n1700000000', 'n2': 'ipmi\n\nrack2\n'}
-        digests = [tag_board.EMPTY_DIGEST] * tag_board.BUCKETS
-        digests[3] = tag_board.digest(bucket)
+        digests = [board_format.EMPTY_DIGEST] * board_format.BUCKETS
+        digests[3] = board_format.digest(bucket)
         board = self.board('a', 1.0)
         board.try_lead()
         board.publish({3: bucket}, digests)
         reader = self.board('r', 0.0)
         self.assertEqual(bucket, reader.read_bucket(b'a', 3))
         self.assertEqual(tuple(digests), reader.read_index().digests)
-        raw = self.backend.members(tag_board.bucket_group(GROUP, 3))['a']
+        raw = self.backend.members(board_format.bucket_group(GROUP, 3))['a']
         self.assertEqual({'format': 1, 'nodes': bucket}, raw)
 
     def test_nothing_published_reads_as_none(self):
@@ -126,7 +127,7 @@ class TagBoardTestCase(fakes.BackendTestCase):
 
     def test_the_file_driver_updates_by_joining_again(self):
         self.backend.updates_in_place = False
-        digests = [tag_board.EMPTY_DIGEST] * tag_board.BUCKETS
+        digests = [board_format.EMPTY_DIGEST] * board_format.BUCKETS
         board = self.board('a', 1.0)
         board.try_lead()
         board.publish({0: {'n': '1'}}, digests)
