@@ -97,6 +97,7 @@ from ironic_affinity.integration.data import live
 from ironic_affinity.integration.ring import placement_state
 from ironic_affinity.membership import lease
 from ironic_affinity.membership import view
+from ironic_affinity.membership import view_snapshot
 
 LOG = log.getLogger(__name__)
 
@@ -126,7 +127,7 @@ class PlacementReporter:
         sink: Sink,
         current: Callable[[], placement_state.PlacementState],
         member_view: view.MemberView,
-        read_deployment: Callable[[view.Snapshot], live.Deployment],
+        read_deployment: Callable[[view_snapshot.Snapshot], live.Deployment],
         interval: Callable[[], float],
         places: Callable[[], bool] = lambda: False,
         wall_clock: Callable[[], float] = time.time,

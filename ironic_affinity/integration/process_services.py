@@ -47,6 +47,7 @@ from ironic_affinity.membership import backend
 from ironic_affinity.membership import lease
 from ironic_affinity.membership import service
 from ironic_affinity.membership import view
+from ironic_affinity.membership import view_snapshot
 
 LOG = log.getLogger(__name__)
 
@@ -143,7 +144,7 @@ class ProcessServices:
             self.node_tags.observer = self.reporter.observe_tags
 
     def _deployment_in_memory(
-        self, snapshot: view.Snapshot
+        self, snapshot: view_snapshot.Snapshot
     ) -> live.Deployment:
         if not self.node_tags.loaded.is_set():
             raise exception.AffinityError(

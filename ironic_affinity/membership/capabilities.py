@@ -28,7 +28,6 @@ one; a change that an older reader would misread bumps
 import dataclasses
 import json
 import logging
-import math
 from typing import Any
 
 from oslo_log import log
@@ -40,6 +39,7 @@ from ironic_affinity import profile
 from ironic_affinity import schedule
 from ironic_affinity import tags
 from ironic_affinity._i18n import _
+from ironic_affinity.membership import checks
 
 FORMAT_VERSION = 1
 MAX_ENCODED_BYTES = 64 * 1024
@@ -147,63 +147,6 @@ def fit(conductor: profile.ConductorProfile) -> profile.ConductorProfile:
     return conductor
 
 
-def _weighted(value: Any, where: str) -> dict[str, int]:
-    if not isinstance(value, dict):
-        raise exception.InvalidCapabilities(
-            _('%s must be a mapping of tag to weight') % where
-        )
-    items = []
-    for tag, weight in value.items():
-        # bool is an int to Python; a weight of "true" is garbage here.
-        if not isinstance(weight, int) or isinstance(weight, bool):
-            raise exception.InvalidCapabilities(
-                _('%(where)s: weight of %(tag)s is not an integer')
-                % {'where': where, 'tag': tags.quote(tag)}
-            )
-        items.append('%s:%d' % (tag, weight))
-    return tags.parse_weighted_tags(items, where)
-
-
-def _string(value: Any, where: str) -> str:
-    # Lower-cased before measuring: lower-casing can lengthen a string
-    # (U+0130 becomes two characters), and what is accepted here must
-    # survive being encoded and decoded again.
-    if not isinstance(value, str) or len(value.lower()) > MAX_NAME_LENGTH:
-        raise exception.InvalidCapabilities(
-            _('%(where)s must be a string of at most %(max)d characters')
-            % {'where': where, 'max': MAX_NAME_LENGTH}
-        )
-    return value
-
-
-def _max_nodes(value: Any) -> int:
-    if type(value) is not int or not 0 <= value <= MAX_NODES_LIMIT:
-        raise exception.InvalidCapabilities(
-            _(
-                'max_nodes must be a whole number from 0 to %(max)d, '
-                'not %(got)s'
-            )
-            % {'max': MAX_NODES_LIMIT, 'got': _shown(value)}
-        )
-    return value
-
-
-def _number(value: Any, low: float, high: float, where: str) -> float:
-    if (
-        type(value) not in (int, float)
-        or not math.isfinite(value)
-        or not low <= value <= high
-    ):
-        raise exception.InvalidCapabilities(
-            _(
-                '%(where)s must be a number from %(low)s to %(high)s, not '
-                '%(got)s'
-            )
-            % {'where': where, 'low': low, 'high': high, 'got': _shown(value)}
-        )
-    return float(value)
-
-
 def _known(
     name: str, where: str, found: dict[str, Any], known: frozenset[str]
 ) -> None:
@@ -252,8 +195,10 @@ def _changes(name: str, value: Any) -> tuple[profile.ProfileChange, ...]:
         found.append(
             profile.ProfileChange(
                 before,
-                _number(change['at'], _EARLIEST, _LATEST, where + '.at'),
-                _number(change['period'], 1e-3, MAX_PERIOD, where + '.period'),
+                checks.number(change['at'], _EARLIEST, _LATEST, where + '.at'),
+                checks.number(
+                    change['period'], 1e-3, MAX_PERIOD, where + '.period'
+                ),
             )
         )
     return tuple(found)
@@ -266,7 +211,7 @@ def _side(value: Any, where: str) -> str:
             % {
                 'where': where,
                 'sides': ', '.join(adoption.SIDES),
-                'got': _shown(value),
+                'got': checks.shown(value),
             }
         )
     return str(value)
@@ -296,32 +241,27 @@ def _switching(name: str, value: Any) -> adoption.Published:
             adoption.Switch(
                 _side(switch['to'], where + '.to'),
                 # The origin of a history is before any real time.
-                _number(
+                checks.number(
                     switch['at'],
                     adoption.ORIGIN_AT,
                     _LATEST,
                     where + '.at',
                 ),
-                _number(switch['period'], 0, MAX_PERIOD, where + '.period'),
+                checks.number(
+                    switch['period'], 0, MAX_PERIOD, where + '.period'
+                ),
             )
         )
     return adoption.Published(
         adoption.Vote(
             _side(value['vote'], 'switching.vote'),
-            _number(value['since'], _EARLIEST, _LATEST, 'switching.since'),
-            _number(value['period'], 0, MAX_PERIOD, 'switching.period'),
+            checks.number(
+                value['since'], _EARLIEST, _LATEST, 'switching.since'
+            ),
+            checks.number(value['period'], 0, MAX_PERIOD, 'switching.period'),
         ),
         tuple(found),
     )
-
-
-def _shown(value: Any) -> str:
-    """A value from a member, short enough for one line of a message."""
-    if value is None or isinstance(value, bool):
-        return repr(value)
-    if type(value) is int and abs(value) < 10**6:
-        return str(value)
-    return tags.quote(value)
 
 
 def decode(name: str, raw: Any) -> profile.ConductorProfile:
@@ -360,7 +300,7 @@ def _decode(name: str, raw: Any, where: str) -> profile.ConductorProfile:
     if version != FORMAT_VERSION:
         raise exception.InvalidCapabilities(
             _('format version %(got)s, this reader knows %(known)d')
-            % {'got': _shown(version), 'known': FORMAT_VERSION}
+            % {'got': checks.shown(version), 'known': FORMAT_VERSION}
         )
     _known(name, where, raw, _KEYS)
     hardware_types = raw.get('hardware_types')
@@ -373,9 +313,12 @@ def _decode(name: str, raw: Any, where: str) -> profile.ConductorProfile:
                 _('hardware_types must be a list of at most %d strings')
                 % MAX_HARDWARE_TYPES
             )
-        hardware_types = [_string(h, 'hardware_types') for h in hardware_types]
+        hardware_types = [
+            checks.string(h, 'hardware_types', MAX_NAME_LENGTH)
+            for h in hardware_types
+        ]
     if ENABLED_BY in raw:
-        _string(raw[ENABLED_BY], ENABLED_BY)
+        checks.string(raw[ENABLED_BY], ENABLED_BY, MAX_NAME_LENGTH)
     try:
         return profile.ConductorProfile(
             name=name,
@@ -386,20 +329,24 @@ def _decode(name: str, raw: Any, where: str) -> profile.ConductorProfile:
                 raw.get(profile.HARD_ANTI_AFFINITY),
                 profile.HARD_ANTI_AFFINITY,
             ),
-            soft_affinity_tags=_weighted(
+            soft_affinity_tags=checks.weighted(
                 raw.get(profile.SOFT_AFFINITY, {}), profile.SOFT_AFFINITY
             ),
-            soft_anti_affinity_tags=_weighted(
+            soft_anti_affinity_tags=checks.weighted(
                 raw.get(profile.SOFT_ANTI_AFFINITY, {}),
                 profile.SOFT_ANTI_AFFINITY,
             ),
             hardware_types=(
                 None if hardware_types is None else frozenset(hardware_types)
             ),
-            conductor_group=_string(
-                raw.get('conductor_group', ''), 'conductor_group'
+            conductor_group=checks.string(
+                raw.get('conductor_group', ''),
+                'conductor_group',
+                MAX_NAME_LENGTH,
             ).lower(),
-            max_nodes=_max_nodes(raw.get('max_nodes', 0)),
+            max_nodes=checks.whole(
+                raw.get('max_nodes', 0), MAX_NODES_LIMIT, 'max_nodes'
+            ),
             changes=(
                 _changes(name, raw['changes']) if 'changes' in raw else ()
             ),

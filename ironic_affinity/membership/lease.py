@@ -31,6 +31,9 @@ One conductor runs in a process, so the process has one lease at most:
 from collections.abc import Callable
 import threading
 import time
+from typing import Any
+
+from ironic_affinity import outage
 
 
 def margin_for(timeout: float, heartbeat_interval: float) -> float:
@@ -115,3 +118,54 @@ def own() -> Lease | None:
 def set_own(found: Lease | None) -> None:
     global _OWN
     _OWN = found
+
+
+def counts_itself(own: Lease, read_started: float) -> bool:
+    """Whether a read begun at ``read_started`` that shows this
+    conductor may place nodes on it: only within its lease, and only a
+    read begun after the heartbeat that started the lease, so that a view
+    read before a heal does not bring it back early."""
+    return (
+        not own.lapsed()
+        and own.resumed_at is not None
+        and read_started >= own.resumed_at
+    )
+
+
+class StandDowns:
+    """Says once when this conductor stands down, once when it is back."""
+
+    def __init__(self, log: Any, clock: Callable[[], float]) -> None:
+        """:param log: the logger of the view that leaves it out."""
+        self._log = log
+        self._stood_down = outage.Conditions[bool](log, clock)
+
+    def note(self, own: Lease, counted: bool) -> None:
+        """The view counts this conductor, or leaves it out."""
+        if counted:
+            self._stood_down.cleared(
+                True,
+                'Conductor %(name)s is back in the affinity group: it '
+                'places its nodes on itself again',
+                {'name': own.name},
+            )
+            return
+        if not self._stood_down.raised(True, True):
+            return
+        age = own.age()
+        if age is None:
+            return  # starting or stopping: no lease is news
+        self._log.warning(
+            'Conductor %(name)s has had no heartbeat acknowledged by the '
+            'coordination backend for %(age)s: the other processes may '
+            'drop it %(margin).1f s from now. Standing down: it places '
+            'nodes as '
+            'they do without it, and works none in periodic tasks, until '
+            'a heartbeat is acknowledged and it is seen in the group '
+            'again.',
+            {
+                'name': own.name,
+                'age': '%.1f s' % age,
+                'margin': own.margin,
+            },
+        )

@@ -23,15 +23,12 @@ in the group and joins again when it is not: after the backend restarted
 empty, after a ZooKeeper session or an etcd lease expired, or after this
 process was stalled for longer than the member timeout.
 
-Every call waits at most a deadline (the member timeout) for the backend.
-Most tooz calls have one of their own; the heartbeat and the start of a
-client may not (deadline.py), and run in a thread of their own for that.
-One that does not return in time is an outage, and the client is given up
-with it: the call's thread discards the client once the call returns, and
-the next beat starts from a new client. Otherwise a member whose ZooKeeper
-heartbeat waits through a server restart learns only when kazoo's
-reconnect back-off lets it (many seconds after the server is back) that
-its session expired meanwhile, and rejoins after views stopped holding it.
+Every call waits at most a deadline (the member timeout) for the backend
+(deadline.py); one that does not return in time is an outage, and the
+next beat starts from a new client. Otherwise a member whose ZooKeeper
+heartbeat waits through a server restart learns late (kazoo's reconnect
+back-off) that its session expired, and rejoins after views stopped
+holding it.
 """
 
 from collections.abc import Callable

@@ -13,10 +13,10 @@
 """The live member view every placing process holds.
 
 A background thread (a real one) reads the group and every member's
-capabilities every watch interval (reading.py), and publishes an immutable
-:class:`Snapshot`. The snapshot's version changes exactly when the set
-of members or a member's profile changes, so placement caches keyed by it
-are dropped then and only then.
+capabilities every watch interval (reading.py), and publishes an
+immutable snapshot (view_snapshot.py). The snapshot's version changes
+exactly when the set of members or a member's profile changes, so
+placement caches keyed by it are dropped then and only then.
 
 Reading the group and finding it unreadable is not the same as finding
 it empty: on an outage the last view is kept (and marked stale, with its
@@ -29,7 +29,6 @@ is not safe to share between threads: see :meth:`MemberView.refresh`.
 """
 
 from collections.abc import Callable
-from collections.abc import Mapping
 import dataclasses
 import os
 import socket
@@ -48,46 +47,12 @@ from ironic_affinity.membership import backend
 from ironic_affinity.membership import capabilities
 from ironic_affinity.membership import lease
 from ironic_affinity.membership import reading
+from ironic_affinity.membership import view_snapshot
 
 LOG = log.getLogger(__name__)
 
-# The key of this process's conductor standing down, among the names
-# of members whose profile is unusable (no member name is empty).
-_STOOD_DOWN = ''
 # How many member timeouts members are held after an outage.
 HOLD_TIMEOUTS = 2
-
-
-@dataclasses.dataclass(frozen=True)
-class Snapshot:
-    """The members seen at one moment. Never mutated once published."""
-
-    version: int
-    members: Mapping[str, profile.ConductorProfile]
-    # Members left out of placement, with the reason.
-    rejected: Mapping[str, str]
-    # time.monotonic() (the view's clock) of the last successful read;
-    # None before any.
-    read_at: float | None
-    # Why the last read failed; None when it succeeded.
-    error: str | None = None
-    # Members kept from before an outage that have not rejoined yet.
-    held: frozenset[str] = frozenset()
-
-    @property
-    def stale(self) -> bool:
-        return self.error is not None
-
-    def age(self) -> float | None:
-        """Seconds since the view was last read successfully."""
-        if self.read_at is None:
-            return None
-        return time.monotonic() - self.read_at
-
-
-EMPTY = Snapshot(
-    0, types.MappingProxyType({}), types.MappingProxyType({}), None
-)
 
 
 def observer_id() -> str:
@@ -112,8 +77,8 @@ class MemberView:
         own_lease: Callable[[], lease.Lease | None] = lambda: None,
     ) -> None:
         """:param clock: what times outages and holds and stamps
-        ``read_at``; tests pass a fake one (``Snapshot.age()`` assumes
-        the default). The same clock as the lease's.
+        ``read_at``; tests pass a fake one (``Snapshot.age()`` assumes the
+        default). The same clock as the lease's.
         :param own_lease: this process's own membership, if it is a
             conductor's: while it has run out, the view leaves this
             conductor out, as the other processes' views do."""
@@ -122,11 +87,11 @@ class MemberView:
         self.watch_interval = watch_interval
         self.timeout = timeout
         self._clock = clock
-        self._snapshot = EMPTY
+        self._snapshot = view_snapshot.EMPTY
         self._own_lease = own_lease
-        # Keyed "stood down" while this process's conductor is left out
-        # as stood down; by name, members whose profile is unusable.
+        # By name, members whose profile is unusable.
         self._noted = outage.Conditions[str](LOG, clock)
+        self._stand_downs = lease.StandDowns(LOG, clock)
         self._coordinator: coordination.CoordinationDriver | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -146,7 +111,7 @@ class MemberView:
         self._reader: threading.Thread | None = None
         self._reader_lock = threading.Lock()
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self) -> view_snapshot.Snapshot:
         """The latest view. Atomic: one attribute read, and while this
         process is a conductor, one look at its lease's clock."""
         snap = self._snapshot
@@ -155,7 +120,7 @@ class MemberView:
             return snap
         return self._stand_down(own)
 
-    def _stand_down(self, own: lease.Lease) -> Snapshot:
+    def _stand_down(self, own: lease.Lease) -> view_snapshot.Snapshot:
         """Leave this conductor out at once: its lease ran out between
         two reads, or while a read waits for a backend that is away."""
         with self._changed:
@@ -171,48 +136,8 @@ class MemberView:
                 )
                 self._snapshot = snap
                 self._changed.notify_all()
-                self._note_own(own, counted=False)
+                self._stand_downs.note(own, counted=False)
             return snap
-
-    def _counts_itself(self, own: lease.Lease, read_started: float) -> bool:
-        """Whether a read begun at ``read_started`` that shows this
-        conductor may place nodes on it: only within its lease, and only
-        a read begun after the heartbeat that started the lease, so that
-        a view read before a heal does not bring it back early."""
-        return (
-            not own.lapsed()
-            and own.resumed_at is not None
-            and read_started >= own.resumed_at
-        )
-
-    def _note_own(self, own: lease.Lease, counted: bool) -> None:
-        if counted:
-            self._noted.cleared(
-                _STOOD_DOWN,
-                'Conductor %(name)s is back in the affinity group: it '
-                'places its nodes on itself again',
-                {'name': own.name},
-            )
-            return
-        if not self._noted.raised(_STOOD_DOWN, True):
-            return
-        age = own.age()
-        if age is None:
-            return  # starting or stopping: no lease is news
-        LOG.warning(
-            'Conductor %(name)s has had no heartbeat acknowledged by the '
-            'coordination backend for %(age)s: the other processes may '
-            'drop it %(margin).1f s from now. Standing down: it places '
-            'nodes as '
-            'they do without it, and works none in periodic tasks, until '
-            'a heartbeat is acknowledged and it is seen in the group '
-            'again.',
-            {
-                'name': own.name,
-                'age': '%.1f s' % age,
-                'margin': own.margin,
-            },
-        )
 
     def start(self) -> None:
         """Read once now (for at most the member timeout), then keep
@@ -239,8 +164,10 @@ class MemberView:
                 self._reading.release()
 
     def wait_for(
-        self, predicate: Callable[[Snapshot], bool], timeout: float
-    ) -> Snapshot | None:
+        self,
+        predicate: Callable[[view_snapshot.Snapshot], bool],
+        timeout: float,
+    ) -> view_snapshot.Snapshot | None:
         """Wait until ``predicate(snapshot)`` holds; for tests and tools."""
         deadline = time.monotonic() + timeout
         with self._changed:
@@ -253,7 +180,7 @@ class MemberView:
                     return None
                 self._changed.wait(left)
 
-    def refresh_within(self, seconds: float) -> Snapshot:
+    def refresh_within(self, seconds: float) -> view_snapshot.Snapshot:
         r""":meth:`refresh`, giving up waiting after \`\`seconds\`\`.
 
         Some drivers retry a refused connection for about a minute (Redis)
@@ -287,21 +214,13 @@ class MemberView:
         while not self._stop.wait(self.watch_interval):
             self.refresh()
 
-    def refresh(self) -> Snapshot:
+    def refresh(self) -> view_snapshot.Snapshot:
         """Read the group once and publish the result.
 
-        Blocks while another thread reads. A tooz coordinator is not safe
-        to use from two threads at once, and two readers publishing at
-        once could both take the same version for different views; and
-        the first read of start(), given up on by refresh_within(), may
-        still be under way when the background loop or another caller
-        reads. So one lock covers the whole read and its publication.
-        The simpler alternative, the loop as the only reader and others
-        waiting for its next publication, would leave a view that is not
-        started (the CLI's, say) with nobody to read for it. A read that
-        waited is still a read of its own, after the one before it: none
-        is lost, and a second one that sees the same members keeps the
-        version.
+        Blocks while another thread reads: one lock covers a read and its
+        publication, since a tooz coordinator is not safe in two threads
+        and two publications at once could take one version for two
+        views. A read that waited is still a read of its own.
         """
         with self._reading:
             started = self._clock()
@@ -350,13 +269,13 @@ class MemberView:
                     'published affinity profile is unusable: %(error)s',
                     {'name': name, 'error': exc},
                 )
-        for name in self._noted.keys() - {_STOOD_DOWN} - set(rejected):
+        for name in self._noted.keys() - set(rejected):
             self._noted.cleared(name)
         return members, rejected
 
     def _publish(
         self, raw: dict[str, object] | None, started: float
-    ) -> Snapshot:
+    ) -> view_snapshot.Snapshot:
         now = self._clock()
         members, rejected = self._decode(raw or {})
         with self._changed:
@@ -369,7 +288,7 @@ class MemberView:
         rejected: dict[str, str],
         started: float,
         now: float,
-    ) -> Snapshot:
+    ) -> view_snapshot.Snapshot:
         # Under the lock: _stand_down may replace the snapshot meanwhile.
         previous = self._snapshot
         vanished = raw is None
@@ -393,8 +312,8 @@ class MemberView:
         held = self._add_held(members, rejected, now)
         own = self._own_lease()
         if own is not None and own.name in members:
-            counted = self._counts_itself(own, started)
-            self._note_own(own, counted)
+            counted = lease.counts_itself(own, started)
+            self._stand_downs.note(own, counted)
             if not counted:
                 del members[own.name]
                 held -= {own.name}
@@ -403,8 +322,10 @@ class MemberView:
             or dict(previous.rejected) != rejected
         )
         if changed:
-            self._log_change(previous.members, members)
-        snapshot = Snapshot(
+            view_snapshot.log_change(
+                LOG, self.group, previous.members, members
+            )
+        snapshot = view_snapshot.Snapshot(
             version=previous.version + 1 if changed else previous.version,
             members=types.MappingProxyType(members),
             rejected=types.MappingProxyType(rejected),
@@ -414,37 +335,6 @@ class MemberView:
         self._snapshot = snapshot
         self._changed.notify_all()
         return snapshot
-
-    def _log_change(
-        self,
-        before: Mapping[str, profile.ConductorProfile],
-        after: Mapping[str, profile.ConductorProfile],
-    ) -> None:
-        """Say who joined or left this process's view, and at DEBUG whose
-        profile changed: what a process placed by is then in its log."""
-        joined = sorted(after.keys() - before.keys())
-        left = sorted(before.keys() - after.keys())
-        if joined or left:
-            LOG.info(
-                'Group %(group)s as read by this process: %(count)d '
-                'member(s); joined: %(joined)s; left: %(left)s',
-                {
-                    'group': self.group.decode(),
-                    'count': len(after),
-                    'joined': ', '.join(joined) or '-',
-                    'left': ', '.join(left) or '-',
-                },
-            )
-        changed = sorted(
-            name
-            for name in after.keys() & before.keys()
-            if after[name] != before[name]
-        )
-        if changed:
-            LOG.debug(
-                'New profile published by %(names)s',
-                {'names': ', '.join(changed)},
-            )
 
     def _add_held(
         self,
@@ -463,7 +353,7 @@ class MemberView:
                 held.add(name)
         return frozenset(held)
 
-    def _publish_failure(self, exc: Exception) -> Snapshot:
+    def _publish_failure(self, exc: Exception) -> view_snapshot.Snapshot:
         self.read_errors += 1
         previous = self._snapshot
         error = backend.describe(exc, self.url)

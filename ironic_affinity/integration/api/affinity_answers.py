@@ -31,11 +31,11 @@ from ironic_affinity.integration import process_services
 from ironic_affinity.integration.data import live
 from ironic_affinity.integration.node_tags import node_facts
 from ironic_affinity.membership import backend
-from ironic_affinity.membership import view
+from ironic_affinity.membership import view_snapshot
 
 
 def _membership(
-    conf: cfg.ConfigOpts, snapshot: view.Snapshot
+    conf: cfg.ConfigOpts, snapshot: view_snapshot.Snapshot
 ) -> dict[str, Any]:
     # From the view itself, not the placement state's copy of it: a
     # failed read changes no member, so it rebuilds no state.

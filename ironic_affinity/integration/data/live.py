@@ -40,7 +40,7 @@ from ironic_affinity.integration.data import ironic_db
 from ironic_affinity.integration.node_tags import node_facts
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import service
-from ironic_affinity.membership import view
+from ironic_affinity.membership import view_snapshot
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,7 +83,7 @@ def load(conf: cfg.ConfigOpts, timeout: float) -> Deployment:
 
 def from_memory(
     conf: cfg.ConfigOpts,
-    snapshot: view.Snapshot,
+    snapshot: view_snapshot.Snapshot,
     database: ironic_db.IronicDatabase,
     nodes: Iterable[tuple[str, node_facts.NodeFacts]],
 ) -> Deployment:
@@ -100,7 +100,7 @@ def from_memory(
 
 
 def _deployment(
-    snapshot: view.Snapshot,
+    snapshot: view_snapshot.Snapshot,
     active: dict[str, frozenset[str]],
     nodes: list[profile.NodeRequest],
     bad: dict[str, str],
@@ -119,7 +119,7 @@ def _deployment(
 
 def read(
     conf: cfg.ConfigOpts,
-    snapshot: view.Snapshot,
+    snapshot: view_snapshot.Snapshot,
     database: ironic_db.IronicDatabase | None = None,
 ) -> Deployment:
     """The deployment as the ring manager would see it now.

@@ -42,7 +42,7 @@ from typing import TypeVar
 from ironic_affinity import active_members
 from ironic_affinity import adoption
 from ironic_affinity import placement
-from ironic_affinity.membership import view
+from ironic_affinity.membership import view_snapshot
 
 T = TypeVar('T')
 
@@ -63,7 +63,7 @@ class PlacementState:
     from them, at one moment. Never changed once published, except for the
     ring memo, which holds only what these fields determine."""
 
-    members: view.Snapshot
+    members: view_snapshot.Snapshot
     # 'group:hardware_type' -> conductor names, as Ironic lists them.
     active: dict[str, frozenset[str]]
     # clock() when ``active`` was read; None once reset() made it due.
@@ -110,7 +110,7 @@ class PlacementState:
 
 
 def build(
-    members: view.Snapshot,
+    members: view_snapshot.Snapshot,
     active: active_members.ActiveConductors,
     read_at: float | None,
     previous: adoption.Agreement | None = None,
@@ -137,7 +137,7 @@ def build(
 
 
 def agreement_of(
-    members: view.Snapshot,
+    members: view_snapshot.Snapshot,
     active: active_members.ActiveConductors,
     previous: adoption.Agreement | None = None,
 ) -> adoption.Agreement:
@@ -166,9 +166,9 @@ def _told(agreement: adoption.Agreement) -> tuple[object, ...]:
 class MemberSource(Protocol):
     """What :class:`PlacementStates` needs of a member view."""
 
-    def snapshot(self) -> view.Snapshot: ...
+    def snapshot(self) -> view_snapshot.Snapshot: ...
 
-    def refresh_within(self, seconds: float) -> view.Snapshot: ...
+    def refresh_within(self, seconds: float) -> view_snapshot.Snapshot: ...
 
 
 class PlacementStates:

@@ -88,9 +88,8 @@ def _modules():
         yield '.'.join(parts), path
 
 
-# No module of these folders, the Ironic layer's, may outgrow one
-# sitting's reading (issue 28).
-SHORT_FOLDERS = ('integration',)
+# No module of the package may outgrow one sitting's reading (issues 28
+# and 42).
 MAX_LINES = 400
 
 
@@ -213,11 +212,9 @@ class LayersTestCase(base.TestCase):
         self.assertEqual([['a', 'b', 'c']], _circles(graph))
         self.assertEqual([], _circles({'a': {'b'}, 'b': set()}))
 
-    def test_integration_modules_are_short(self):
+    def test_modules_are_short(self):
         long = []
         for module, path in _modules():
-            if module.split('.')[1] not in SHORT_FOLDERS:
-                continue
             lines = len(path.read_text().splitlines())
             if lines > MAX_LINES:
                 long.append('%s: %d lines' % (module, lines))

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 import types
 
 from ironic_affinity import profile
-from ironic_affinity.membership import view
+from ironic_affinity.membership import view_snapshot
 from ironic_affinity.tests import fake_clock
 
 
@@ -32,7 +32,7 @@ class Members:
     """A member view: set() publishes a new version."""
 
     def __init__(self) -> None:
-        self.current = view.EMPTY
+        self.current = view_snapshot.EMPTY
         self.refreshes = 0
         #: Called by refresh_within(), as the group is read then.
         self.on_refresh: Callable[[], None] | None = None
@@ -46,7 +46,7 @@ class Members:
             members = {
                 name: profile.ConductorProfile(name) for name in members
             }
-        self.current = view.Snapshot(
+        self.current = view_snapshot.Snapshot(
             self.current.version + 1,
             types.MappingProxyType(dict(members)),
             types.MappingProxyType({}),
@@ -54,10 +54,10 @@ class Members:
             error='backend away' if stale else None,
         )
 
-    def snapshot(self) -> view.Snapshot:
+    def snapshot(self) -> view_snapshot.Snapshot:
         return self.current
 
-    def refresh_within(self, seconds: float) -> view.Snapshot:
+    def refresh_within(self, seconds: float) -> view_snapshot.Snapshot:
         self.refreshes += 1
         if self.on_refresh is not None:
             self.on_refresh()

@@ -20,6 +20,7 @@ from ironic_affinity import profile
 from ironic_affinity.membership import capabilities
 from ironic_affinity.membership import lease
 from ironic_affinity.membership import view
+from ironic_affinity.membership import view_snapshot
 from ironic_affinity.tests.unit.membership import fakes
 
 GROUP = b'conductors'
@@ -330,7 +331,7 @@ class ThreadsTestCase(ViewTestCase):
         member_view = self.make_view(watch_interval=0.01, timeout=0.05)
         member_view.start()
         self.assertTrue(self.backend.blocked.is_set())
-        self.assertEqual(view.EMPTY, member_view.snapshot())
+        self.assertEqual(view_snapshot.EMPTY, member_view.snapshot())
         # Give the loop time to try to read several times.
         time.sleep(0.05)
         late = member_view.refresh_within(0.02)
@@ -456,7 +457,7 @@ class StandDownTestCase(ViewTestCase):
         began = self.clock.now
         self.clock.advance(0.5)
         self.lease.renewed(self.clock.now)
-        self.assertFalse(self.view._counts_itself(self.lease, began))
+        self.assertFalse(lease.counts_itself(self.lease, began))
         self.clock.advance(0.5)
         snapshot = self.view.refresh()
         self.assertEqual({'a', 'b'}, set(snapshot.members))

@@ -27,7 +27,7 @@ from ironic_affinity.integration.data import ironic_db
 from ironic_affinity.integration.data import live
 from ironic_affinity.integration.node_tags import tag_board
 from ironic_affinity.integration.node_tags import tag_cache
-from ironic_affinity.membership import view
+from ironic_affinity.membership import view_snapshot
 from ironic_affinity.tests.unit.membership import fakes
 
 NODES = ironic_db.NODES
@@ -87,7 +87,7 @@ class FromMemoryTestCase(fakes.BackendTestCase):
             'c2': build('c2', soft_affinity_tags='rack2'),
             'c3': build('c3', conductor_group='g'),
         }
-        self.snapshot = view.Snapshot(
+        self.snapshot = view_snapshot.Snapshot(
             1, types.MappingProxyType(members), types.MappingProxyType({}), 0.0
         )
 
