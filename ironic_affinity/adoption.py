@@ -138,13 +138,13 @@ class Adoption:
     ) -> str:
         return self._sides[self._schedule.stage(node_hash, now, created_at)]
 
-    def settled(self) -> str:
+    def final_side(self) -> str:
         """The side every node ends on."""
         return self._sides[-1]
 
     def active(self, now: float) -> bool:
         """Whether a node may still be on another side than
-        :meth:`settled`."""
+        :meth:`final_side`."""
         return now < self.ends_at
 
     def side_of(self, node: KeyedNode, now: float) -> str:

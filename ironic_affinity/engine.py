@@ -84,8 +84,9 @@ class Evaluation:
 
 
 @dataclasses.dataclass(frozen=True)
-class Placement:
-    """Where one node goes. ``conductor`` is None when none is valid."""
+class Choice:
+    """The engine's choice for one node. ``conductor`` is None when none
+    is valid."""
 
     node: str
     conductor: str | None
@@ -188,7 +189,7 @@ class PlacementEngine:
             tuple[Evaluation, tuple[int, ...]],
         ] = {}
         # Only placements among many tied conductors: see the docstring.
-        self._placements: dict[tuple[bytes, object], Placement] = {}
+        self._placements: dict[tuple[bytes, object], Choice] = {}
 
     @property
     def conductors(self) -> tuple[profile.ConductorProfile, ...]:
@@ -229,7 +230,7 @@ class PlacementEngine:
         """Every conductor's verdict for this node's constraints."""
         return self._evaluate(node.constraints)[0]
 
-    def place(self, node: profile.NodeRequest) -> Placement:
+    def place(self, node: profile.NodeRequest) -> Choice:
         """Where this node goes."""
         evaluation, hashes = self._evaluate(node.constraints)
         tied = evaluation.tied
@@ -240,7 +241,7 @@ class PlacementEngine:
             elif tied:
                 key = rendezvous.hash64(node.hash_key)
                 conductor = tied[rendezvous.winner(key, hashes)]
-            return Placement(node.name, conductor, evaluation.top_score, tied)
+            return Choice(node.name, conductor, evaluation.top_score, tied)
         memo_key = (node.hash_key, node.constraints)
         placement = self._placements.get(memo_key)
         if placement is None or placement.node != node.name:
@@ -254,7 +255,7 @@ class PlacementEngine:
         self,
         nodes: Sequence[profile.NodeRequest],
         keys: Sequence[int] | None = None,
-    ) -> list[Placement]:
+    ) -> list[Choice]:
         """Place many nodes at once, in the order given.
 
         :param keys: the nodes' :func:`rendezvous.hash_keys`, when the
@@ -265,7 +266,7 @@ class PlacementEngine:
         for node, conductor in zip(nodes, chosen, strict=True):
             evaluation = self._evaluate(node.constraints)[0]
             placements.append(
-                Placement(
+                Choice(
                     node.name, conductor, evaluation.top_score, evaluation.tied
                 )
             )

@@ -255,7 +255,7 @@ class Placement:
     def _answer(
         self,
         node: profile.NodeRequest,
-        placement: engine.Placement,
+        placement: engine.Choice,
         now: float | None,
         paced: rollout.PacedPlacer | None,
         settled: Settled | None,

@@ -148,7 +148,7 @@ class ConductorProfile:
                 }
             )
 
-    def settled(self) -> 'ConductorProfile':
+    def without_changes(self) -> 'ConductorProfile':
         """This profile without the changes still rolling out."""
         if not self.changes:
             return self

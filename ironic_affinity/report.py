@@ -234,7 +234,7 @@ def switching(
     active = found.active(now)
     newest = found.switches[-1] if found.switches else None
     report: dict[str, Any] = {
-        'state': 'switching' if active else found.settled(),
+        'state': 'switching' if active else found.final_side(),
         'to': agreement.target,
         'since': (
             round(newest.at, 3)

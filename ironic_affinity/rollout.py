@@ -81,7 +81,7 @@ def profile_at(
 ) -> profile.ConductorProfile | None:
     """The conductor as seen at a stage; None when it had not joined."""
     if stage_index >= len(conductor.changes):
-        return conductor.settled()
+        return conductor.without_changes()
     return conductor.changes[stage_index].before
 
 
@@ -115,7 +115,7 @@ def compose(
     :param period: ``[affinity]rebalance_period``; 0 publishes
         ``wanted`` alone, and every move happens at once.
     """
-    wanted = wanted.settled()
+    wanted = wanted.without_changes()
     if period <= 0:
         return wanted
     if previous is None:
@@ -123,7 +123,7 @@ def compose(
             wanted, changes=(profile.ProfileChange(None, now, period),)
         )
     kept = unfinished(previous.changes, now)
-    before = previous.settled()
+    before = previous.without_changes()
     if before.signature() != wanted.signature():
         kept += (profile.ProfileChange(before, now, period),)
     return dataclasses.replace(wanted, changes=kept[-schedule.MAX_KEPT :])

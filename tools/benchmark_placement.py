@@ -354,7 +354,7 @@ def score_only(
 
 def ask_again(
     placer: engine.PlacementEngine, nodes: Sequence[profile.NodeRequest]
-) -> list[engine.Placement]:
+) -> list[engine.Choice]:
     place = placer.place
     return [place(node) for node in nodes]
 

@@ -244,7 +244,7 @@ class PlacementReporter:
         switching = switches.active(now)
         lookup = (
             self._ring_lookup
-            if switching or switches.settled() != adoption.AFFINITY
+            if switching or switches.final_side() != adoption.AFFINITY
             else None
         )
         to_switch = 0

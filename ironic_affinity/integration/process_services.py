@@ -169,7 +169,7 @@ def _log_agreement(agreement: adoption.Agreement) -> None:
         LOG.info(
             'Placement by %(side)s%(due)s',
             {
-                'side': switches.settled(),
+                'side': switches.final_side(),
                 'due': '; a switch to %s is due' % agreement.target
                 if agreement.due
                 else '',

@@ -152,7 +152,7 @@ def agreement_of(
     return active_members.agreement(members.members, active, previous)
 
 
-def _told(agreement: adoption.Agreement) -> tuple[object, ...]:
+def _reported(agreement: adoption.Agreement) -> tuple[object, ...]:
     """What an operator is told of an agreement: its switches and the
     side due."""
     return (
@@ -209,11 +209,11 @@ class PlacementStates:
     def current(self) -> PlacementState:
         """The state to answer a lookup from; rebuilt first when stale."""
         state = self._state  # one read: the lock-free path
-        if state is not None and self._fresh(state):
+        if state is not None and self._up_to_date(state):
             return state
         with self._lock:
             state = self._state
-            if state is None or not self._fresh(state):
+            if state is None or not self._up_to_date(state):
                 state = self._rebuild(state)
                 self._state = state
             return state
@@ -247,7 +247,7 @@ class PlacementStates:
             return False
         return state.read_at < self._clock() - self._reset_interval()
 
-    def _fresh(self, state: PlacementState) -> bool:
+    def _up_to_date(self, state: PlacementState) -> bool:
         return (
             state.members.version == self._members.snapshot().version
             and not self._due(state)
@@ -290,7 +290,8 @@ class PlacementStates:
             None if old is None else old.agreement,
         )
         if self._on_agreement is not None and (
-            old is None or _told(old.agreement) != _told(built.agreement)
+            old is None
+            or _reported(old.agreement) != _reported(built.agreement)
         ):
             self._on_agreement(built.agreement)
         return built

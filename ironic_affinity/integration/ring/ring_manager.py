@@ -100,7 +100,7 @@ class AffinityHashRingManager:
         state = states.current() if self.cache else states.fresh()
         switches = state.agreement.adoption
         switching = switches.active(time.time())
-        if not switching and switches.settled() == adoption.STOCK:
+        if not switching and switches.final_side() == adoption.STOCK:
             # Every node is on Ironic's ring: Ironic's own answers, from
             # Ironic's own manager, whatever the members.
             return self._stock_ring(driver_name, conductor_group)

@@ -36,7 +36,7 @@ class AdoptionTestCase(base.TestCase):
     def test_no_switch_is_stock(self):
         found = adoption.Adoption([])
         self.assertEqual(set(), on_affinity(found, T0))
-        self.assertEqual(adoption.STOCK, found.settled())
+        self.assertEqual(adoption.STOCK, found.final_side())
         self.assertFalse(found.active(T0))
 
     def test_a_switch_moves_every_node_once_over_its_period(self):
@@ -82,7 +82,7 @@ class AdoptionTestCase(base.TestCase):
             )
             previous = current
         self.assertEqual(set(), previous)
-        self.assertEqual(adoption.STOCK, found.settled())
+        self.assertEqual(adoption.STOCK, found.final_side())
 
     def test_a_node_created_during_a_switch_is_on_its_side_at_once(self):
         found = adoption.Adoption([adoption.Switch('affinity', T0, PERIOD)])
@@ -189,7 +189,7 @@ class AdoptionTestCase(base.TestCase):
         found = adoption.Adoption(reversed(switches))
         self.assertEqual(schedule.MAX_KEPT, len(found.switches))
         self.assertEqual(switches[-schedule.MAX_KEPT - 1].to, found.before)
-        self.assertEqual(switches[-1].to, found.settled())
+        self.assertEqual(switches[-1].to, found.final_side())
 
     def test_bad_switches_are_refused(self):
         self.assertRaises(ValueError, adoption.Switch, 'tags', T0, 1.0)
@@ -217,7 +217,7 @@ class AdoptionTestCase(base.TestCase):
         # Past every switch's end, every node is where the last one went.
         end = max((s.ends_at() for s in switches), default=now)
         self.assertEqual(
-            forward.settled(), forward.side(key, max(now, end) + 1)
+            forward.final_side(), forward.side(key, max(now, end) + 1)
         )
 
 

@@ -94,7 +94,9 @@ class RolloutReportTestCase(base.TestCase):
         )
 
     def test_plan_without_a_moment_or_after_the_end(self):
-        final = engine.PlacementEngine(c.settled() for c in self.conductors)
+        final = engine.PlacementEngine(
+            c.without_changes() for c in self.conductors
+        )
         for now in (None, T0 + 60):
             result = report.plan(self.conductors, self.nodes, now=now)
             self.assertNotIn('rollout', result)

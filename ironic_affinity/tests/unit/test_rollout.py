@@ -75,7 +75,7 @@ def placed(placer, requests, now):
 
 
 def plain(conductors, requests):
-    placer = engine.PlacementEngine(c.settled() for c in conductors)
+    placer = engine.PlacementEngine(c.without_changes() for c in conductors)
     return {n.name: placer.place(n).conductor for n in requests}
 
 
@@ -140,7 +140,7 @@ class ComposeTestCase(base.TestCase):
         self.assertEqual(
             (profile.ProfileChange(None, T0, PERIOD),), joined.changes
         )
-        self.assertEqual(self.new, joined.settled())
+        self.assertEqual(self.new, joined.without_changes())
 
     def test_a_change_keeps_what_was_before(self):
         found = rollout.compose(self.old, self.new, T0, PERIOD)
@@ -566,7 +566,7 @@ class PropertiesTestCase(base.TestCase):
         published, requests = case
         now = T0 + offset
         paced = rollout.PacedPlacer(engine.PlacementEngine(published))
-        final = engine.PlacementEngine(c.settled() for c in published)
+        final = engine.PlacementEngine(c.without_changes() for c in published)
         shuffled = list(published)
         random.Random(offset).shuffle(shuffled)
         again = rollout.PacedPlacer(engine.PlacementEngine(shuffled))

@@ -289,7 +289,7 @@ class PropertiesTestCase(base.TestCase):
             for c, limit in zip(published, limits, strict=False)
         ]
         found = timeline(published, requests)
-        final = engine.PlacementEngine(c.settled() for c in published)
+        final = engine.PlacementEngine(c.without_changes() for c in published)
         self.assertEqual(
             dict(capacity.assign(final, requests).conductors),
             dict(found.final.conductors),

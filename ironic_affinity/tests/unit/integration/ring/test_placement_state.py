@@ -65,7 +65,7 @@ class PlacementStatesTestCase(base.TestCase):
         # c3, active in Ironic, is not a member: Ironic's ring from here.
         told = self.told[1]
         self.assertEqual(
-            ('stock', 'stock'), (told.target, told.adoption.settled())
+            ('stock', 'stock'), (told.target, told.adoption.final_side())
         )
 
     def test_reset_rereads_whatever_the_uptime(self):
