@@ -26,7 +26,6 @@ does not (:func:`api_processes`).
 
 import atexit
 from collections.abc import Callable
-import dataclasses
 import os
 import socket
 import time
@@ -39,7 +38,7 @@ from ironic_affinity import adoption
 from ironic_affinity import conf as affinity_conf
 from ironic_affinity import exception
 from ironic_affinity import profile
-from ironic_affinity import rollout
+from ironic_affinity import publication
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import capabilities
 from ironic_affinity.membership import lease
@@ -221,9 +220,8 @@ class ConductorMembership:
     def _compose(
         self, previous: object | None, wanted: dict[str, object]
     ) -> dict[str, object]:
-        """The profile to publish, with the changes nodes still follow
-        (ironic_affinity.rollout); called at every heartbeat, so that a
-        finished change is no longer published."""
+        """What to publish at this heartbeat (ironic_affinity.publication),
+        encoded; a finished change is then no longer published."""
         current = capabilities.decode(self.name, wanted)
         before: profile.ConductorProfile | None = None
         if previous is not None:
@@ -233,65 +231,45 @@ class ConductorMembership:
                 # An entry we cannot read (a foreign or damaged one): no
                 # change to roll out from it.
                 before = current
-        composed = rollout.compose(
-            before,
-            current,
-            time.time(),
-            self.conf.affinity.rebalance_period,
-        )
-        switching = self._switching()
-        if switching is not None:
-            composed = dataclasses.replace(composed, switching=switching)
-        return self._encode(capabilities.fit(composed))
-
-    def _encode(
-        self, conductor: profile.ConductorProfile
-    ) -> dict[str, object]:
-        return {**capabilities.encode(conductor), **self._extra}
-
-    def _switching(self) -> adoption.Published | None:
-        """The vote and the switches, when there is something to publish:
-        a vote for Ironic's ring, or a history. A conductor that only
-        ever placed by affinity publishes none: absent is affinity."""
-        configured = self.conf.affinity.adoption_period
+        group = self.conf.affinity
+        configured = group.adoption_period
         period = min(
             float(
                 configured if configured is not None else self._sized_period()
             ),
             capabilities.MAX_PERIOD,
         )
-        agreement = self._agreement()
-        if agreement is not None:
-            before = self._history
-            self._history = adoption.recorded(
-                agreement,
-                self.name,
-                self._history,
-                time.time(),
-                # Every process reads the group within a member timeout
-                # (or stands down): a switch starts after all know it.
-                float(self.conf.affinity.member_timeout),
-                period,
-                repace=configured is not None,
-            )
-            # What this conductor added itself, as the recorder.
-            added = set(self._history) - set(before) - set(agreement.record)
-            for switch in sorted(added, key=lambda s: s.at):
-                LOG.info(
-                    'Conductor %(name)s records a switch of placement '
-                    'to %(to)s, from %(at).3f over %(period)s s',
-                    {
-                        'name': self.name,
-                        'to': switch.to,
-                        'at': switch.at,
-                        'period': switch.period,
-                    },
-                )
-        if self.vote == adoption.AFFINITY and not self._history:
-            return None
-        return adoption.Published(
-            adoption.Vote(self.vote, self.voted_at, period), self._history
+        found = publication.compose(
+            before,
+            current,
+            adoption.Vote(self.vote, self.voted_at, period),
+            self._history,
+            self._agreement(),
+            publication.Settings(
+                rebalance_period=group.rebalance_period,
+                adoption_period_set=configured is not None,
+                lead=float(group.member_timeout),
+            ),
+            time.time(),
         )
+        self._history = found.history
+        for switch in found.recorded:
+            LOG.info(
+                'Conductor %(name)s records a switch of placement '
+                'to %(to)s, from %(at).3f over %(period)s s',
+                {
+                    'name': self.name,
+                    'to': switch.to,
+                    'at': switch.at,
+                    'period': switch.period,
+                },
+            )
+        return self._encode(capabilities.fit(found.profile))
+
+    def _encode(
+        self, conductor: profile.ConductorProfile
+    ) -> dict[str, object]:
+        return {**capabilities.encode(conductor), **self._extra}
 
     def _profile(self) -> profile.ConductorProfile:
         current = affinity_conf.conductor_profile(

@@ -45,6 +45,7 @@ LAYERS = (
             'rollout',
             'rollout_capacity',
             'placement',
+            'publication',
             'active_members',
             'takeovers',
             'report',
