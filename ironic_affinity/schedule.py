@@ -83,33 +83,41 @@ class Schedule:
         listed = list(changes)
         stops = [at for _, at, _ in listed[1:]] if stop_at_next else []
         stops = (stops + [math.inf] * len(listed))[: len(listed)]
-        # Per change: hash, start, 2**64 / period (inf for a change made
+        # Per change: hash, start, 2**64 / period (None for a change made
         # at once) and stop; a node follows it once its weight is below
         # the time the change has run, scaled to 64 bits.
         self.changes = tuple(
-            (hashed, at, math.inf if period == 0 else 2.0**64 / period, stop)
+            (hashed, at, None if period == 0 else 2.0**64 / period, stop)
             for (hashed, at, period), stop in zip(listed, stops, strict=True)
+        )
+        # What stage() walks, newest first, with the stage after each: a
+        # ring lookup walks it once per changing conductor.
+        self._newest_first = tuple(
+            (index + 1,) + change
+            for index, change in reversed(list(enumerate(self.changes)))
         )
         self.ends_at = max(
             (at + period for _, at, period in listed), default=-math.inf
         )
 
     def stage(
-        self, node_hash: int, now: float, created_at: float | None = None
+        self,
+        node_hash: int,
+        now: float,
+        created_at: float | None = None,
+        _weight: Callable[[int, int], int] = rendezvous.weight,
     ) -> int:
         """0 before the node follows any change, k after the k-th."""
-        changes = self.changes
-        for index in range(len(changes) - 1, -1, -1):
-            hashed, at, scale, stop = changes[index]
+        for after, hashed, at, scale, stop in self._newest_first:
             if created_at is not None and created_at >= at:
                 # Newest first: the change under way when it was created.
-                return index + 1
+                return after
             ran = (now if now < stop else stop) - at
-            if scale == math.inf:
+            if scale is None:
                 if ran >= 0:
-                    return index + 1
-            elif rendezvous.weight(node_hash, hashed) < ran * scale:
-                return index + 1
+                    return after
+            elif _weight(node_hash, hashed) < ran * scale:
+                return after
         return 0
 
     def moment(
@@ -117,7 +125,7 @@ class Schedule:
     ) -> float:
         """When the node follows change ``index``, stops aside."""
         hashed, at, scale, _ = self.changes[index]
-        if (created_at is not None and created_at >= at) or scale == math.inf:
+        if (created_at is not None and created_at >= at) or scale is None:
             return at
         return at + rendezvous.weight(node_hash, hashed) / scale
 
