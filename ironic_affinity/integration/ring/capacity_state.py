@@ -12,38 +12,16 @@
 
 """A process's placement under capacity, kept over its node tag cache.
 
-With any conductor's ``[affinity]max_nodes`` set, where a node goes
-depends on every other node (:mod:`ironic_affinity.capacity`). Each
-process already holds every node's facts (tags, hardware type, group) in
-its tag cache, and every member's profile: it computes the whole
-assignment from them, and answers lookups from it, so every process
-gives the same answer with no more coordination than today.
-
-When it is computed:
-
-* for a new membership (a conductor joins, dies or changes its profile,
-  or Ironic's active conductors change), before the first lookup
-  answers: an assignment of another membership may name a dead
-  conductor;
-* when the nodes change (a node enrolled, deleted, or its tags, driver
-  or group changed), at most once per ``[affinity]node_tags_interval``
-  or five times as long as the previous computation took, whichever is
-  longer, by the first lookup after that: lookups meanwhile answer from the
-  previous one, and a node it does not hold, or holds with other facts,
-  is placed as a newcomer (:mod:`ironic_affinity.placement`), which every
-  process does alike. A new node is so placed by its tags within about two
-  intervals of its creation, and counted in every conductor's load
-  within one more.
-
-What is computed, and how a lookup answers from it, is
-:mod:`ironic_affinity.placement`'s: this module only decides when to
-compute, and whether a computation holds a node as it is now. While a
-conductor's change rolls out (``[affinity]rebalance_period``) the
-computation holds when each node moves; a lookup compares its clock with
-the node's move, so no computation happens during the rollout but for
-the reasons above.
-
-Without any ``max_nodes``, nothing here runs.
+With any ``[affinity]max_nodes``, where a node goes depends on every
+other node; each process computes the whole assignment from the facts
+and profiles it holds, so every process answers alike. What is computed,
+and how a lookup answers from it, is :mod:`ironic_affinity.placement`'s:
+this module decides when to compute (for a new membership before the
+first lookup answers; for changed nodes at most once per
+``node_tags_interval`` or five computations' time), and whether a
+computation holds a node as it is now. Why, with the figures:
+doc/source/contributor/capacity.rst. Without any ``max_nodes``, nothing
+here runs.
 """
 
 from collections.abc import Callable
