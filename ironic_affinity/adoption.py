@@ -241,9 +241,8 @@ def agree(
     """Where the deployment stands, from its members alone.
 
     :param votes: every member by name, with what it published; None for
-        a member that publishes no vote (a release before switches, or a
-        conductor that has only ever placed by affinity): it places by
-        affinity.
+        a member that publishes no vote (a conductor that has only ever
+        placed by affinity): it places by affinity.
     :param outsiders: conductors Ironic lists as active that are not
         members (they run Ironic's own commands, or lost the backend).
     :param previous: what this process agreed last. With no member at
@@ -267,13 +266,12 @@ def agree(
 
     Without a history, the deployment has been on affinity if members
     vote for it and no active conductor is missing, or if members vote
-    for it and none votes for Ironic's ring (a deployment that ran the
-    plugin before switches existed, one of whose conductors is down);
-    else on Ironic's ring. That side is taken as it is, since it is
-    where nodes are: nothing moves. It is recorded once a member votes
-    for Ironic's ring, so that the later switch to affinity is paced;
-    until then nothing is published, and an earlier release reading the
-    members sees nothing new.
+    for it and none votes for Ironic's ring (a deployment that has only
+    ever placed by affinity, so recorded no history, one of whose
+    conductors is down); else on Ironic's ring. That side is taken as it
+    is, since it is where nodes are: nothing moves. It is recorded once a
+    member votes for Ironic's ring, so that the later switch to affinity
+    is paced; until then nothing is published.
     """
     outside = frozenset(outsiders)
     if not votes and previous is not None:

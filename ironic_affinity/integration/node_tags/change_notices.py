@@ -101,7 +101,8 @@ def note_node_written(
 
 def decode(raw: Any) -> tuple[int, list[str]] | None:
     """(number of the last notice, the last notices) of an entry; None
-    for an entry without them (an older API process) or a bad one."""
+    for an entry without them or a bad one, whose writes readers see at
+    their next full read."""
     if not isinstance(raw, dict):
         return None
     found = raw.get(KEY)
