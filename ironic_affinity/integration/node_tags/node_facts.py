@@ -167,9 +167,16 @@ class Decoder:
 
     def decode(self, text: str) -> NodeFacts:
         base, found, created = text.rpartition(SEPARATOR)
-        if not found or (created and not created.isdigit()):
+        # ASCII digits, as encode() writes them: str.isdigit() takes other
+        # scripts' digits too, which int() refuses, and a time needs 11.
+        if not found or (
+            created
+            and not (
+                len(created) <= 12 and created.isascii() and created.isdigit()
+            )
+        ):
             return NO_FACTS
-        if len(self._shared) > 4096:
+        if len(self._shared) > 16384:
             # Nodes share a few hundred tag sets; this many means sets
             # that no node carries any more are kept: start again.
             self._shared = {}

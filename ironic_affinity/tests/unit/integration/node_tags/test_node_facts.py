@@ -98,9 +98,12 @@ class NodeFactsTestCase(base.TestCase):
         self.assertEqual(
             node_facts.NO_FACTS, node_facts.decode('ipmi\n\nrack1')
         )
-        self.assertEqual(
-            node_facts.NO_FACTS, node_facts.decode('ipmi\n\nrack1\nsoon')
-        )
+        for created in ('soon', '\u00b2', '\u0661\u0662', '9' * 5000, '-1'):
+            self.assertEqual(
+                node_facts.NO_FACTS,
+                node_facts.decode('ipmi\n\nrack1\n' + created),
+                created[:12],
+            )
         self.assertEqual(
             node_facts.NodeFacts('ipmi', '', frozenset()),
             node_facts.decode('ipmi\n\nbad tag!\n'),
