@@ -115,6 +115,9 @@ class ProcessServices:
                 # The tag cache's failures tell of an outage that no
                 # lookup of this process saw.
                 database_failed_at=lambda: self.database.failed_at,
+                read_registering=lambda: self.database.registering_conductors(
+                    conf.conductor.heartbeat_timeout
+                ),
             ),
             lambda: float(conf.hash_ring_reset_interval),
             static=self.database.sqlite,

@@ -112,31 +112,61 @@ def active_conductors(
     :returns: key -> hostnames of the conductors running it.
     """
     conductors = CONDUCTORS.c
-    query = (
-        sa.select(
-            conductors.hostname,
-            conductors.conductor_group,
-            HARDWARE_INTERFACES.c.hardware_type,
+    query = sa.select(
+        conductors.hostname,
+        conductors.conductor_group,
+        HARDWARE_INTERFACES.c.hardware_type,
+    ).select_from(
+        HARDWARE_INTERFACES.join(
+            CONDUCTORS,
+            HARDWARE_INTERFACES.c.conductor_id == conductors.id,
         )
-        .select_from(
-            HARDWARE_INTERFACES.join(
-                CONDUCTORS,
-                HARDWARE_INTERFACES.c.conductor_id == conductors.id,
-            )
-        )
-        .where(conductors.online.is_(True))
     )
-    if not sqlite and heartbeat_timeout > 0:
-        limit = (now or utcnow()) - datetime.timedelta(
-            seconds=heartbeat_timeout
-        )
-        query = query.where(conductors.updated_at >= limit)
+    query = _live(query, heartbeat_timeout, sqlite, now)
     found: dict[str, set[str]] = {}
     # One row per registered interface: many rows per conductor and type.
     for hostname, group, hardware_type in connection.execute(query):
         key = '%s:%s' % (group, hardware_type) if use_groups else hardware_type
         found.setdefault(key, set()).add(hostname)
     return {key: frozenset(hosts) for key, hosts in found.items()}
+
+
+def registering_conductors(
+    connection: sa.Connection,
+    heartbeat_timeout: int,
+    sqlite: bool,
+    now: datetime.datetime | None = None,
+) -> frozenset[str]:
+    """Conductors Ironic counts as live that list no hardware type.
+
+    A conductor that starts over its own row (after SIGUSR1 kept it
+    registered) deletes its hardware interfaces and writes them again in
+    two transactions: between them, :func:`active_conductors` lists it
+    nowhere, though it never stopped.
+    """
+    conductors = CONDUCTORS.c
+    query = sa.select(conductors.hostname).where(
+        ~sa.exists().where(HARDWARE_INTERFACES.c.conductor_id == conductors.id)
+    )
+    query = _live(query, heartbeat_timeout, sqlite, now)
+    return frozenset(connection.execute(query).scalars())
+
+
+def _live(
+    query: sa.Select[Any],
+    heartbeat_timeout: int,
+    sqlite: bool,
+    now: datetime.datetime | None,
+) -> sa.Select[Any]:
+    """``query`` limited to the conductors Ironic counts as live."""
+    conductors = CONDUCTORS.c
+    query = query.where(conductors.online.is_(True))
+    if not sqlite and heartbeat_timeout > 0:
+        limit = (now or utcnow()) - datetime.timedelta(
+            seconds=heartbeat_timeout
+        )
+        query = query.where(conductors.updated_at >= limit)
+    return query
 
 
 def node_batches(
@@ -288,6 +318,13 @@ class IronicDatabase:
         with self.engine.connect() as connection:
             return active_conductors(
                 connection, heartbeat_timeout, self.sqlite, use_groups
+            )
+
+    def registering_conductors(self, heartbeat_timeout: int) -> frozenset[str]:
+        """See :func:`registering_conductors`."""
+        with self.engine.connect() as connection:
+            return registering_conductors(
+                connection, heartbeat_timeout, self.sqlite
             )
 
     def taken_by(self) -> dict[str, str | None]:

@@ -39,9 +39,17 @@ failure, while the read before it predates the failure, is the first
 read after an outage. An outage shorter than the tag cache's interval
 may pass unseen; it cannot age a heartbeat past Ironic's timeout
 unless the conductor was already late.
+
+A conductor restarted after SIGUSR1 (Ironic keeps it registered) deletes
+its hardware interfaces and writes them again at start, in two
+transactions: a read between them lists it nowhere, and a ring built
+from that read would move its nodes until the next one. A conductor
+that the last read listed, and that Ironic still counts as live with no
+hardware interface at all, is kept under what it ran.
 """
 
 from collections.abc import Callable
+from collections.abc import Set
 import math
 import time
 from typing import Any
@@ -60,13 +68,17 @@ class ActiveConductorSource:
         clock: Callable[[], float] = time.monotonic,
         recovery_grace: Callable[[], float] = lambda: 0.0,
         database_failed_at: Callable[[], float | None] = lambda: None,
+        read_registering: Callable[[], Set[str]] = frozenset,
     ) -> None:
         """:param recovery_grace: seconds after an outage during which the
             conductors of before it are kept (read at each recovery).
         :param database_failed_at: ``clock()`` of the last failure of any
             reader of the same database, or None.
+        :param read_registering: the conductors Ironic counts as live
+            that list no hardware type, read now.
         """
         self._read = read
+        self._read_registering = read_registering
         self._log = log
         self._clock = clock
         self._recovery_grace = recovery_grace
@@ -82,7 +94,7 @@ class ActiveConductorSource:
 
     def __call__(self) -> dict[str, frozenset[str]]:
         try:
-            found = self._read()
+            found = self._through_registration(self._read())
         except Exception as exc:
             if self._last is None:
                 raise
@@ -121,3 +133,28 @@ class ActiveConductorSource:
         minus infinity if none."""
         times = [self._failed_at, self._database_failed_at()]
         return max((t for t in times if t is not None), default=-math.inf)
+
+    def _through_registration(
+        self, found: active_members.ActiveConductors
+    ) -> active_members.ActiveConductors:
+        """``found``, with the conductors the last read listed that are
+        registering again added back under their keys of that read."""
+        if self._last is None:
+            return found
+        listed = set().union(*found.values())
+        gone = set().union(*self._last.values()) - listed
+        if not gone:
+            return found
+        back = gone & self._read_registering()
+        if not back:
+            return found
+        self._log.debug(
+            'Conductor(s) %s registering with Ironic again: kept with '
+            'what they ran.',
+            ', '.join(sorted(back)),
+        )
+        merged = dict(found)
+        for key, hosts in self._last.items():
+            if hosts & back:
+                merged[key] = frozenset(merged.get(key, ())) | (hosts & back)
+        return merged

@@ -209,6 +209,24 @@ class _Cases:
             self.active(sqlite=True, use_groups=False),
         )
 
+    def test_registering_conductors_are_live_with_no_interface(self):
+        # Between Ironic's delete of a restarted conductor's interfaces
+        # and their new rows: live, listed under no hardware type.
+        self.conductor('running')
+        self.conductor('registering', ())
+        self.conductor('offline', (), online=False)
+        self.conductor('stale', (), age=TIMEOUT + 1)
+        with self.database.engine.connect() as connection:
+            found = ironic_db.registering_conductors(
+                connection, TIMEOUT, False, now=NOW
+            )
+            on_sqlite = ironic_db.registering_conductors(
+                connection, TIMEOUT, True, now=NOW
+            )
+        self.assertEqual(frozenset({'registering'}), found)
+        self.assertEqual(frozenset({'registering', 'stale'}), on_sqlite)
+        self.assertNotIn('registering', set().union(*self.active().values()))
+
     def test_now_defaults_to_the_clock(self):
         self.conductor('old', age=0)  # NOW is long past
         self.conductor('recent', updated_at=ironic_db.utcnow())

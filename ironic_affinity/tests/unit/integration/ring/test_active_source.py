@@ -31,6 +31,47 @@ class ActiveConductorSourceTestCase(base.TestCase):
         self.reader.active = {':x': {'c1'}}
         self.assertEqual({':x': frozenset({'c1'})}, self.source())
 
+    def test_a_conductor_registering_again_keeps_what_it_ran(self):
+        registering = set()
+        source = active_source.ActiveConductorSource(
+            self.reader,
+            self.log,
+            fakes.booted_clock(),
+            read_registering=lambda: frozenset(registering),
+        )
+        self.reader.active = {':x': {'c1', 'c2'}, ':y': {'c1'}}
+        source()
+        # c1 restarts: its interfaces are deleted, not yet written again.
+        self.reader.active = {':x': {'c2'}}
+        registering.add('c1')
+        with self.assertLogs(self.log, logging.DEBUG) as seen:
+            self.assertEqual(
+                {':x': frozenset({'c1', 'c2'}), ':y': frozenset({'c1'})},
+                source(),
+            )
+        self.assertIn('c1 registering with Ironic again', seen.output[0])
+        # Still between the two writes at the next read: still kept.
+        self.assertEqual(frozenset({'c1'}), source()[':y'])
+        # Written again, with one type less: Ironic's list it is.
+        registering.clear()
+        self.reader.active = {':x': {'c1', 'c2'}}
+        self.assertEqual({':x': frozenset({'c1', 'c2'})}, source())
+        # Gone and not registering (offline, or its heartbeat too old):
+        # it goes at once.
+        self.reader.active = {':x': {'c2'}}
+        self.assertEqual({':x': frozenset({'c2'})}, source())
+
+    def test_a_conductor_never_listed_is_not_added(self):
+        source = active_source.ActiveConductorSource(
+            self.reader,
+            self.log,
+            fakes.booted_clock(),
+            read_registering=lambda: frozenset({'c9'}),
+        )
+        self.assertEqual({':x': frozenset({'c1', 'c2'})}, source())
+        self.reader.active = {':x': {'c1'}}
+        self.assertEqual({':x': frozenset({'c1'})}, source())
+
     def test_no_read_yet_raises(self):
         self.reader.error = RuntimeError('database away')
         self.assertRaises(RuntimeError, self.source)
