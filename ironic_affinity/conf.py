@@ -271,11 +271,11 @@ IRONIC_OPTS = [
             ),
         ],
         help=_(
-            'Which hash-ring manager Ironic uses when started through '
-            'ironic-affinity (its launchers or API middleware): "affinity" '
-            'places nodes by affinity tags; "stock" keeps Ironic\'s own '
-            'hash ring, to roll back without uninstalling. Set the same '
-            'value on every conductor and API service.'
+            'A conductor\'s vote, read when it starts: "affinity" to place '
+            'nodes by affinity tags, "stock" for Ironic\'s own hash ring. '
+            'Every process places nodes as the conductors\' votes agree: '
+            'by Ironic\'s ring while any conductor votes "stock", the '
+            'switch paced by adoption_period. API services do not read it.'
         ),
     ),
     cfg.StrOpt(
