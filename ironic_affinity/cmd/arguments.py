@@ -26,9 +26,13 @@ from typing import Any
 
 from oslo_config import cfg
 
-# oslo.config registers these two only once parsing has begun, so they
-# cannot be recorded; both take a value.
-CONFIG_OPTIONS = {'--config-file': True, '--config-dir': True}
+# oslo.config adds these only once parsing has begun, so they cannot be
+# recorded: whether each takes a value (--version: when given one).
+CONFIG_OPTIONS = {
+    '--config-file': True,
+    '--config-dir': True,
+    '--version': False,
+}
 
 
 class RecordingConfigOpts(cfg.ConfigOpts):

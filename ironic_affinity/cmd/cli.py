@@ -211,12 +211,23 @@ def _error(message: object, status: int) -> int:
     return status
 
 
+def version() -> str:
+    """The installed distribution's version, as pbr gave it at build."""
+    from importlib import metadata
+
+    try:
+        return metadata.version('ironic-affinity')
+    except metadata.PackageNotFoundError:
+        return 'unknown (not installed)'
+
+
 def _parse(conf: arguments.RecordingConfigOpts, args: list[str]) -> None:
     strings = arguments.option_strings(conf.recorded_cli_opts)
     conf(
         arguments.global_options_first(args, strings, COMMANDS),
         project='ironic',
         prog='ironic-affinity',
+        version=version(),
     )
 
 

@@ -239,6 +239,16 @@ class CLITestCase(CommandTestCase):
         result = self.run_cli('plan', PART1, '-f', 'xml', status=2)
         self.assertIn('xml', result.stderr)
 
+    def test_version(self):
+        # What the installed distribution says, on stdout, status 0.
+        from importlib import metadata
+
+        for args in (['--version'], ['plan', PART1, '--version']):
+            result = self.run_cli(*args)
+            self.assertEqual(
+                metadata.version('ironic-affinity'), result.stdout.strip()
+            )
+
     def test_warnings_stay_off_stdout(self):
         path = os.path.join(self.dir, 'warn.yaml')
         with open(path, 'w') as handle:
