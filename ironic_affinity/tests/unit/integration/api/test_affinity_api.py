@@ -38,7 +38,9 @@ from ironic_affinity.integration.data import live
 from ironic_affinity.integration.ring import capacity_state
 from ironic_affinity.integration.ring import placement_state
 from ironic_affinity.tests import base
+from ironic_affinity.tests.unit import doc_text
 from ironic_affinity.tests.unit import live_deployments
+from ironic_affinity.tests.unit import test_docs_agree
 from ironic_affinity.tests.unit.integration import fakes
 from ironic_affinity.tests.unit.integration.ring import test_capacity_state
 
@@ -425,4 +427,55 @@ class AnswersTestCase(base.TestCase):
                 )
             self.assertEqual(
                 expected, found['placement'].get('takeovers_pending')
+            )
+
+    def test_every_key_is_in_the_api_reference(self):
+        # Each key of both answers, in the entry of its route
+        # (doc/source/admin/openstack-client.rst), as Ironic's own API
+        # reference lists its fields: a renamed key fails here.
+        page = doc_text.read('admin/openstack-client.rst')
+        node_doc = doc_text.literals(
+            doc_text.between(
+                page,
+                '\n``GET /v1/nodes/{node_ident}/affinity``\n',
+                '\n``GET /v1/affinity``\n',
+            )
+        )
+        # The members as 'ironic-affinity members -f json' prints them,
+        # and the placement as the live commands do: described there.
+        commands = doc_text.read('cli/index.rst')
+        deployment_doc = doc_text.literals(
+            doc_text.between(page, '\n``GET /v1/affinity``\n', '\n\n')
+        ) | doc_text.literals(
+            doc_text.between(commands, '``members`` prints:', 'Exit codes')
+        )
+        placement_doc = doc_text.literals(
+            doc_text.between(commands, '``placement``\n', '``side``')
+        )
+        node = affinity_answers.node_affinity(
+            self.conf, self.services, self.node('rack10')
+        )
+        self.services.database = mock.sentinel.database
+        settled = adoption.agree({'c1': None, 'c2': None}, ())
+        with mock.patch.object(
+            live,
+            'read',
+            autospec=True,
+            return_value=live_deployments.two_racks(settled, BOTH_ON_C1),
+        ):
+            deployment = affinity_answers.deployment_affinity(
+                self.conf, self.services
+            )
+        for found, documented in (
+            (node, node_doc),
+            (deployment, deployment_doc),
+        ):
+            placement = found.pop('placement')
+            self.assertEqual(
+                [], sorted(set(placement) - placement_doc), 'placement'
+            )
+            self.assertEqual(
+                [],
+                sorted(test_docs_agree.keys(found) - documented),
+                sorted(found),
             )
