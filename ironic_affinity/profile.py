@@ -161,6 +161,15 @@ class ConductorProfile:
             self.soft_anti_affinity_tags
         )
 
+    def mentioned_tags(self) -> frozenset[str]:
+        """Every tag of its four lists: the tags that affect it."""
+        return (
+            self.hard_affinity_tags
+            | self.hard_anti_affinity_tags
+            | frozenset(self.soft_affinity_tags)
+            | frozenset(self.soft_anti_affinity_tags)
+        )
+
     def signature(self) -> tuple[object, ...]:
         """Everything but the name: conductors with equal signatures get
         equal verdicts, so the engine scores each signature once."""

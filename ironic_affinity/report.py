@@ -17,6 +17,7 @@ prints as it is and :mod:`ironic_affinity.cmd.render` turns into the
 table people read, so both formats always say the same.
 """
 
+import collections
 from collections.abc import Collection
 from collections.abc import Iterable
 from collections.abc import Mapping
@@ -351,8 +352,9 @@ def check(
     conductors: Sequence[profile.ConductorProfile],
     nodes: Sequence[profile.NodeRequest],
 ) -> dict[str, Any]:
-    """Nodes no conductor may take, nodes only one conductor may, and
-    conductors over their capacity."""
+    """Nodes no conductor may take, nodes only one conductor may,
+    conductors over their capacity, nodes without tags, and node tags no
+    conductor's list mentions (by how many nodes carry each)."""
     placer = placement.Placement(conductors)
     orphans = []
     single = []
@@ -383,10 +385,16 @@ def check(
             }
             for name in assignment.over_capacity()
         }
+    mentioned = frozenset().union(*(c.mentioned_tags() for c in conductors))
+    unused = collections.Counter(
+        tag for node in nodes for tag in node.tags - mentioned
+    )
     return {
         'conductors': len(conductors),
         'nodes': len(nodes),
         'orphans': orphans,
         'single_conductor': single,
         'over_capacity': over,
+        'untagged': [node.name for node in nodes if not node.tags],
+        'unused_tags': dict(sorted(unused.items())),
     }

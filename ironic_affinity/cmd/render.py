@@ -23,6 +23,9 @@ from typing import Any
 from ironic_affinity import adoption
 from ironic_affinity import profile
 
+# Untagged nodes named in check's table; -f json lists them all.
+UNTAGGED_SHOWN = 10
+
 
 def moment(at: float) -> str:
     """A time (seconds since the epoch) as people read it: UTC, to the
@@ -377,5 +380,19 @@ def render_check(report: dict[str, Any]) -> str:
             '  %s: %d node(s) for max_nodes %d (every conductor their '
             'nodes may use is full)'
             % (name, figures['nodes'], figures['max_nodes'])
+        )
+    untagged = report.get('untagged', [])
+    if untagged:
+        shown = ', '.join(untagged[:UNTAGGED_SHOWN])
+        more = len(untagged) - UNTAGGED_SHOWN
+        parts.append(
+            'Nodes without tags: %d (%s%s)'
+            % (len(untagged), shown, ', ...' if more > 0 else '')
+        )
+    unused = report.get('unused_tags', {})
+    if unused:
+        parts.append(
+            "Node tags no conductor's list mentions: %s"
+            % ', '.join('%s (%d node(s))' % i for i in unused.items())
         )
     return '\n'.join(parts)

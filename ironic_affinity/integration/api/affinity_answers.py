@@ -168,6 +168,8 @@ def deployment_affinity(
         'orphans': checked['orphans'],
         'single_conductor': checked['single_conductor'],
         'over_capacity': checked['over_capacity'],
+        'untagged': checked['untagged'],
+        'unused_tags': checked['unused_tags'],
         'bad_tags': dict(sorted(deployment.bad_tags.items())),
         'placement': report.switching(
             deployment.agreement,
