@@ -383,7 +383,9 @@ class AnswersTestCase(base.TestCase):
         self.assertIn('bad!tag', found['tags_error'])
         self.assertEqual('c1', found['conductor'])
 
-    def test_the_deployment_counts_takeovers_pending(self):
+    def settled_deployment(self):
+        """The deployment's answer, both nodes of two racks on c1, the
+        deployment settled on affinity; and the mocked read."""
         self.services.database = mock.sentinel.database
         settled = adoption.agree({'c1': None, 'c2': None}, ())
         with mock.patch.object(
@@ -395,6 +397,10 @@ class AnswersTestCase(base.TestCase):
             found = affinity_answers.deployment_affinity(
                 self.conf, self.services
             )
+        return found, read
+
+    def test_the_deployment_counts_takeovers_pending(self):
+        found, read = self.settled_deployment()
         read.assert_called_once_with(
             self.conf, mock.ANY, mock.sentinel.database
         )
@@ -455,17 +461,7 @@ class AnswersTestCase(base.TestCase):
         node = affinity_answers.node_affinity(
             self.conf, self.services, self.node('rack10')
         )
-        self.services.database = mock.sentinel.database
-        settled = adoption.agree({'c1': None, 'c2': None}, ())
-        with mock.patch.object(
-            live,
-            'read',
-            autospec=True,
-            return_value=live_deployments.two_racks(settled, BOTH_ON_C1),
-        ):
-            deployment = affinity_answers.deployment_affinity(
-                self.conf, self.services
-            )
+        deployment, _read = self.settled_deployment()
         for found, documented in (
             (node, node_doc),
             (deployment, deployment_doc),
