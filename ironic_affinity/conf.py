@@ -322,8 +322,9 @@ IRONIC_OPTS = [
             'Seconds between two reports of placement metrics, sent through '
             'Ironic\'s metrics framework when its [metrics] backend is not '
             '"noop". For each report, every API process also places every '
-            'node, from the nodes its tag cache holds (no read of the nodes '
-            'table).'
+            'node, from the nodes its tag cache holds, and reads the uuid '
+            'and last conductor of each ACTIVE node for the takeovers '
+            'pending (one query, a row per ACTIVE node).'
         ),
     ),
 ]

@@ -207,14 +207,16 @@ class ListAffinity(command.Lister):
 
 
 class CheckAffinity(command.Lister):
-    """List nodes no conductor may take (exit status 1 if any), and nodes
-    only one conductor may take."""
+    """List nodes no conductor may take and conductors over their
+    max_nodes (exit status 1 if any), and nodes only one conductor may
+    take."""
 
     COLUMNS = ('Node', 'UUID', 'Problem', 'Detail')
 
     def take_action(self, parsed_args: Any) -> tuple[Any, Any]:
         found = _get(self.app, '/v1/affinity')
-        self.orphans = len(found['orphans'])
+        over = found.get('over_capacity') or {}
+        self.problems = len(found['orphans']) + len(over)
         rows = [
             (
                 orphan['node'],
@@ -237,9 +239,19 @@ class CheckAffinity(command.Lister):
             )
             for single in found['single_conductor']
         ]
+        rows += [
+            (
+                name,
+                None,
+                'over max_nodes',
+                '%d node(s) for max_nodes %d'
+                % (figures['nodes'], figures['max_nodes']),
+            )
+            for name, figures in sorted(over.items())
+        ]
         return self.COLUMNS, rows
 
     def run(self, parsed_args: Any) -> int:
         # The rows are printed either way; the status is for monitoring.
         status = super().run(parsed_args)
-        return 1 if self.orphans else int(status or 0)
+        return 1 if self.problems else int(status or 0)

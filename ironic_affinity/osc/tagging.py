@@ -73,7 +73,7 @@ def read_mapping(path: str) -> dict[str, Any]:
         with open(path, newline='', encoding='utf-8') as stream:
             if path.endswith('.csv'):
                 return _from_csv(path, csv.reader(stream))
-            found = yaml.safe_load(stream)
+            found = yaml.load(stream, Loader=_UniqueKeys)  # noqa: S506 - safe
     except (OSError, UnicodeDecodeError, yaml.YAMLError, csv.Error) as exc:
         raise exceptions.CommandError(
             _('%(path)s: cannot read: %(error)s')
@@ -84,6 +84,25 @@ def read_mapping(path: str) -> dict[str, Any]:
             _('%s: expected a mapping of node to tags') % path
         )
     return {str(node): value for node, value in found.items()}
+
+
+class _UniqueKeys(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in a mapping (which
+    it would otherwise keep the last of)."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen = set()
+        for key_node, _value in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    _('node %s given twice') % tags.quote(str(key)),
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep)
 
 
 def _from_csv(path: str, rows: Iterable[list[str]]) -> dict[str, Any]:

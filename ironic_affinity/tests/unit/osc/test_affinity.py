@@ -192,7 +192,7 @@ class OpenStackClientTestCase(base.TestCase):
         self.assertEqual(
             [('n2', 'u2', 'one valid conductor', 'c1')], list(rows)
         )
-        self.assertEqual(0, command.orphans)
+        self.assertEqual(0, command.problems)
         orphaned = dict(
             DEPLOYMENT,
             orphans=[{'node': 'n3', 'uuid': 'u3', 'tags': [], 'reasons': {}}],
@@ -205,4 +205,20 @@ class OpenStackClientTestCase(base.TestCase):
             ('n3', 'u3', 'no valid conductor', 'no live conductor'),
             list(rows)[0],
         )
-        self.assertEqual(1, command.orphans)
+        self.assertEqual(1, command.problems)
+
+    def test_check_names_conductors_over_capacity(self):
+        # As ironic-affinity check does: a problem, exit status 1.
+        full = dict(
+            DEPLOYMENT,
+            over_capacity={'c1': {'nodes': 3, 'max_nodes': 2}},
+        )
+        command, _http = _command(
+            affinity.CheckAffinity, {'/v1/affinity': full}
+        )
+        _columns, rows = command.take_action(argparse.Namespace())
+        self.assertEqual(
+            ('c1', None, 'over max_nodes', '3 node(s) for max_nodes 2'),
+            list(rows)[-1],
+        )
+        self.assertEqual(1, command.problems)

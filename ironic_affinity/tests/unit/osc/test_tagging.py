@@ -168,6 +168,8 @@ class TagTestCase(base.TestCase):
             ('a.csv', 'n1,rack10\nn2\n', 'line 2: expected node,tags'),
             ('b.csv', 'n1,rack10\nn1,rack20\n', "node 'n1' given twice"),
             ('c.yaml', '- n1\n', 'expected a mapping'),
+            ('e.yaml', 'n1: rack10\nn1: rack20\n', "node 'n1' given twice"),
+            ('f.json', '{"n1": "a", "n1": "b"}', "node 'n1' given twice"),
             ('d.yaml', 'n1: [rack10\n', 'cannot read'),
         ):
             error = self.assertRaises(
