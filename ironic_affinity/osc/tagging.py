@@ -241,7 +241,7 @@ class TagNodes(command.Lister):
 
         with futures.ThreadPoolExecutor(args.concurrency) as pool:
             list(pool.map(write, due))
-        progress.done()
+        progress.done(sum(r.status == CHANGED for r in due))
 
     def run(self, parsed_args: Any) -> int:
         status = super().run(parsed_args)
@@ -296,16 +296,19 @@ class Progress:
                 )
             )
         elif self.count % self._step == 0:
-            self.stream.write(
-                '%d/%d nodes written\n' % (self.count, self.total)
-            )
+            self.stream.write('%d/%d nodes done\n' % (self.count, self.total))
         self.stream.flush()
 
-    def done(self) -> None:
+    def done(self, changed: int) -> None:
         if self.tty:
             self.stream.write(os.linesep)
         self.stream.write(
-            '%d node(s) written in %.1f s\n'
-            % (self.count, time.monotonic() - self._started)
+            '%d node(s) in %.1f s: %d changed, %d refused\n'
+            % (
+                self.count,
+                time.monotonic() - self._started,
+                changed,
+                self.count - changed,
+            )
         )
         self.stream.flush()

@@ -136,7 +136,7 @@ class TagTestCase(base.TestCase):
         )
         self.assertEqual('refused: no such node', rows['ghost'][4])
         self.assertEqual(2, self.command.refused)
-        self.assertIn('1 node(s) written', self.stderr.getvalue())
+        self.assertIn('1 changed, 0 refused', self.stderr.getvalue())
 
     def test_a_locked_node_is_tried_again_and_the_api_s_refusal_said(self):
         self.nodes.failures = {
@@ -204,8 +204,9 @@ class ProgressTestCase(base.TestCase):
         progress = tagging.Progress(20, stream)
         for _ in range(20):
             progress.one()
-        progress.done()
+        progress.done(19)
         lines = stream.getvalue().splitlines()
-        self.assertEqual('2/20 nodes written', lines[0])
+        self.assertEqual('2/20 nodes done', lines[0])
         self.assertEqual(11, len(lines))
-        self.assertTrue(lines[-1].startswith('20 node(s) written in '))
+        self.assertTrue(lines[-1].startswith('20 node(s) in '))
+        self.assertTrue(lines[-1].endswith(': 19 changed, 1 refused'))
