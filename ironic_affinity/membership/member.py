@@ -23,12 +23,11 @@ in the group and joins again when it is not: after the backend restarted
 empty, after a ZooKeeper session or an etcd lease expired, or after this
 process was stalled for longer than the member timeout.
 
-Every call waits at most a deadline (the member timeout) for the backend
-(deadline.py); one that does not return in time is an outage, and the
-next beat starts from a new client. Otherwise a member whose ZooKeeper
-heartbeat waits through a server restart learns late (kazoo's reconnect
-back-off) that its session expired, and rejoins after views stopped
-holding it.
+The beat and the listing of members wait at most a deadline (the member
+timeout) for the backend (deadline.py); a call that does not return in
+time is an outage, and the next beat starts from a new client (else a
+ZooKeeper heartbeat waiting through a server restart learns late that
+its session expired).
 """
 
 from collections.abc import Callable
@@ -173,7 +172,8 @@ class Member:
         self._within(client, client.heartbeat)
         if self.lease is not None:
             self.lease.renewed(sent)
-        members = self._members()
+        # Bounded as the beat is: a hung listing would hold a stop.
+        members = self._within(client, self._members)
         if self.name not in members:
             # A first join, or a join again after our entry was lost
             # (then what we published before still holds for us).
@@ -375,24 +375,26 @@ class Member:
         self._started = False
 
     def _leave(self) -> None:
-        if self._coordinator is None or not self._started:
-            return
-        try:
-            self._coordinator.leave_group(self.group).get(timeout=self.timeout)
-            LOG.info(
-                '%(role)s %(name)s left the group',
-                {'role': self.role, 'name': self.name},
-            )
-        except Exception as exc:  # noqa: BLE001 - best effort on stop
-            LOG.warning(
-                '%(role)s %(name)s could not leave the group cleanly '
-                '(%(error)s); it will expire in %(timeout)s s',
-                {
-                    'role': self.role,
-                    'name': self.name,
-                    'error': backend.describe(exc, self.url),
-                    'timeout': self.timeout,
-                },
-            )
+        # After a failed call, leaving would wait in vain; the entry expires.
+        if self._started and self._coordinator and not self._outage.failing:
+            try:
+                self._coordinator.leave_group(self.group).get(
+                    timeout=self.timeout
+                )
+                LOG.info(
+                    '%(role)s %(name)s left the group',
+                    {'role': self.role, 'name': self.name},
+                )
+            except Exception as exc:  # noqa: BLE001 - best effort on stop
+                LOG.warning(
+                    '%(role)s %(name)s could not leave the group cleanly '
+                    '(%(error)s); it will expire in %(timeout)s s',
+                    {
+                        'role': self.role,
+                        'name': self.name,
+                        'error': backend.describe(exc, self.url),
+                        'timeout': self.timeout,
+                    },
+                )
         self._reset()
         self.joined.clear()
