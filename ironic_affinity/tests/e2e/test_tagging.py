@@ -11,9 +11,14 @@
 # under the License.
 
 """Tagging at scale: ``openstack baremetal affinity tag`` sets the tags of
-2,000 nodes from one CSV file through Ironic's API and our door, as an
+many nodes from one CSV file through Ironic's API and our door, as an
 operator of a standalone Ironic runs it (the real openstack client, no
-authentication: test_affinity_api.py covers http_basic)."""
+authentication: test_affinity_api.py covers http_basic).
+
+300 nodes in the whole suite, which the 30-minute gate runs; 2,000 in
+the full matrix (``tox -e e2e-tagging``), which took the gate on fe354c0
+over its budget (204 s of its 1,812 s).
+"""
 
 import csv
 import json
@@ -27,7 +32,7 @@ from ironic_affinity.tests.e2e import base
 from ironic_affinity.tests.e2e import deployment
 from ironic_affinity.tests.e2e import load
 
-NODES = 2000
+NODES = int(os.environ.get('IRONIC_AFFINITY_E2E_TAG_NODES', '300'))
 # Clear of the ports of the other cases.
 FIRST_RPC_PORT = 8591
 # Soft tags only: an untagged node must have a conductor, since Ironic
@@ -60,7 +65,7 @@ def rack(index):
 
 
 class TaggingTestCase(base.TestCase):
-    def test_a_mapping_of_2000_nodes(self):
+    def test_a_mapping_of_many_nodes(self):
         # Power sync is not what this case tests: every 2 s over 2,000
         # nodes, it took most of the case's CPU and locked the nodes the
         # writes wanted (each a 409, tried again a second later).
