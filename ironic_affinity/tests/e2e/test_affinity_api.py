@@ -40,25 +40,29 @@ CONDUCTORS = {
 }
 
 
-def openstack(dep, *args, credentials=CREDENTIALS):
+def openstack(dep, *args, credentials=CREDENTIALS, timeout=120):
     """The openstack client, as an operator runs it against this API:
-    the baremetal client's http_basic authentication, no clouds.yaml."""
+    the baremetal client's http_basic authentication, or none with
+    ``credentials=None`` (a standalone Ironic), no clouds.yaml."""
     env = {
         key: value
         for key, value in os.environ.items()
         if not key.startswith('OS_')
     }
-    env.update(
-        OS_AUTH_TYPE='http_basic',
-        OS_ENDPOINT='http://127.0.0.1:%d' % dep.api_port,
-        OS_USERNAME=credentials[0],
-        OS_PASSWORD=credentials[1],
-    )
+    env['OS_ENDPOINT'] = 'http://127.0.0.1:%d' % dep.api_port
+    if credentials is None:
+        env['OS_AUTH_TYPE'] = 'none'
+    else:
+        env.update(
+            OS_AUTH_TYPE='http_basic',
+            OS_USERNAME=credentials[0],
+            OS_PASSWORD=credentials[1],
+        )
     return subprocess.run(
         [deployment._bin('openstack'), *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         check=False,
         env=env,
     )

@@ -23,14 +23,13 @@ over its budget (204 s of its 1,812 s).
 import csv
 import json
 import os
-import subprocess
 import time
 
 import fixtures
 
 from ironic_affinity.tests.e2e import base
-from ironic_affinity.tests.e2e import deployment
 from ironic_affinity.tests.e2e import load
+from ironic_affinity.tests.e2e import test_affinity_api
 
 NODES = int(os.environ.get('IRONIC_AFFINITY_E2E_TAG_NODES', '300'))
 # Clear of the ports of the other cases.
@@ -41,23 +40,6 @@ CONDUCTORS = {
     1: {'soft_affinity_tags': 'rack10'},
     2: {'soft_affinity_tags': 'rack20'},
 }
-
-
-def openstack(dep, *args):
-    """The openstack client against this API, without authentication."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith('OS_')}
-    env.update(
-        OS_AUTH_TYPE='none',
-        OS_ENDPOINT='http://127.0.0.1:%d' % dep.api_port,
-    )
-    return subprocess.run(
-        [deployment._bin('openstack'), *args],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-        env=env,
-    )
 
 
 def rack(index):
@@ -89,8 +71,17 @@ class TaggingTestCase(base.TestCase):
 
         def tag(*args):
             started = time.monotonic()
-            result = openstack(
-                dep, 'baremetal', 'affinity', 'tag', path, '-f', 'json', *args
+            result = test_affinity_api.openstack(
+                dep,
+                'baremetal',
+                'affinity',
+                'tag',
+                path,
+                '-f',
+                'json',
+                *args,
+                credentials=None,
+                timeout=900,
             )
             # One node refused: exit status 1, the rest as asked.
             self.assertEqual(1, result.returncode, result.stderr[-2000:])
