@@ -47,6 +47,7 @@ from ironic_affinity import profile
 from ironic_affinity import scenario
 from ironic_affinity import tags
 from ironic_affinity.tests import base
+from ironic_affinity.tests import unit
 
 RACKS = tuple('rack%d' % i for i in range(1, 6))
 NETWORKS = ('net1', 'net2', 'net3')
@@ -64,12 +65,12 @@ SEPARATORS = (', ', ',', ' ', '\n', ' ,\t')
 TAG_GRAMMAR = re.compile(r'[a-z0-9][a-z0-9._-]{0,63}')
 
 ENGINE_SETTINGS = settings(
-    max_examples=250,
+    max_examples=unit.examples(250),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-COSTLY_SETTINGS = settings(ENGINE_SETTINGS, max_examples=150)
-PARSER_SETTINGS = settings(ENGINE_SETTINGS, max_examples=400)
+COSTLY_SETTINGS = settings(ENGINE_SETTINGS, max_examples=unit.examples(150))
+PARSER_SETTINGS = settings(ENGINE_SETTINGS, max_examples=unit.examples(400))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

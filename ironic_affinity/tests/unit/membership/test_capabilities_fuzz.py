@@ -27,6 +27,7 @@ from ironic_affinity import exception
 from ironic_affinity import profile
 from ironic_affinity.membership import capabilities
 from ironic_affinity.tests import base
+from ironic_affinity.tests import unit
 
 _SCALARS = st.one_of(
     st.none(),
@@ -67,22 +68,22 @@ class CapabilitiesFuzzTestCase(base.TestCase):
             capabilities.decode('member', capabilities.encode(decoded)),
         )
 
-    @settings(max_examples=400, deadline=None)
+    @settings(max_examples=unit.examples(400), deadline=None)
     @given(_JSONISH)
     def test_anything(self, raw):
         self._decodes_or_refuses(raw)
 
-    @settings(max_examples=400, deadline=None)
+    @settings(max_examples=unit.examples(400), deadline=None)
     @given(_NEAR_VALID)
     def test_near_valid(self, raw):
         self._decodes_or_refuses(raw)
 
-    @settings(max_examples=200, deadline=None)
+    @settings(max_examples=unit.examples(200), deadline=None)
     @given(st.binary(max_size=200))
     def test_bytes(self, raw):
         self._decodes_or_refuses(raw)
 
-    @settings(max_examples=200, deadline=None)
+    @settings(max_examples=unit.examples(200), deadline=None)
     @given(_NEAR_VALID)
     def test_as_json_text(self, raw):
         try:
