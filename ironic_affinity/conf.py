@@ -141,9 +141,7 @@ CAPACITY_OPTS = [
             'highest. When every conductor a node may use is full, the '
             'node still goes to its first choice, beyond its max_nodes, and '
             'that is logged and reported by "ironic-affinity check". '
-            'Published to every process with the tags: every process and '
-            'conductor must run a release that knows this option before it '
-            'is set.'
+            'Published to every process with the tags.'
         ),
     ),
 ]
@@ -168,9 +166,7 @@ REBALANCE_OPTS = [
             'moves goes once, straight to where it ends, at its own moment, '
             'and a node arriving at a full conductor moves the next one due '
             'to leave it at that moment, so that max_nodes holds '
-            'throughout. Published with the tags while a change rolls out: '
-            'every process and conductor must run a release that knows '
-            'this option before it is set.'
+            'throughout. Published with the tags while a change rolls out.'
         ),
     ),
     cfg.IntOpt(

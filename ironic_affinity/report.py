@@ -314,8 +314,8 @@ def members(
             for name, c in sorted(found.items())
         ],
         'rejected': dict(sorted(rejected.items())),
-        # From the group alone: a conductor Ironic lists that is not a
-        # member shows in ``check``, which reads Ironic's database too.
+        # From the group alone; the members command replaces it where
+        # it reads Ironic's database (live_commands.members).
         'placement': switching(
             adoption.agree({n: c.switching for n, c in found.items()}, ()),
             time.time() if now is None else now,

@@ -172,7 +172,7 @@ class Checks(upgradecheck.UpgradeCommands):
                 _ways(
                     'API processes',
                     apis,
-                    'an ironic-affinity release before this one',
+                    'an unrecorded way',
                 ),
                 here,
             ),
@@ -188,8 +188,8 @@ class Checks(upgradecheck.UpgradeCommands):
 
 def _ways(what: str, found: dict[str, str | None], unsaid: str) -> str:
     """'Conductors: a, b by ironic.conf; c by ...' from each process's
-    entry; a process that does not say is one of an Ironic without the
-    hook, enabled by ``unsaid``."""
+    entry; ``unsaid`` for a process that does not say (a conductor
+    started by its launcher on an Ironic without the hook)."""
     if not found:
         return '%s: none in the group.' % what
     by_way: dict[str, list[str]] = {}
