@@ -94,13 +94,16 @@ class TestCase(base.TestCase):
     #: timers under CPU load of its own (machine_share.py): it runs
     #: beside one other case at most, at a higher priority.
     TIMED = False
+    #: Units an untimed case holds: more for one that keeps the machine
+    #: busy throughout, so that fewer of them run at once.
+    UNITS = 1
 
     def setUp(self):
         super().setUp()
         # First in, so last out: after every process of the case ended.
         self.addCleanup(self._record_cost, time.monotonic(), _cpu_used())
         # Before any fixture: released after every process is stopped.
-        units = machine_share.TIMED_UNITS if self.TIMED else 1
+        units = machine_share.TIMED_UNITS if self.TIMED else self.UNITS
         held, waited = machine_share.acquire(units)
         self.addCleanup(machine_share.release, held)
         if waited > 1:

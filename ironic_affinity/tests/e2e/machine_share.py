@@ -22,7 +22,8 @@ not power-synced in a 7 s window.
 
 So every case holds units of one semaphore of the machine (flock on
 files in the temporary folder, shared by every Python and tox
-environment): an ordinary case one of UNITS, a timed case TIMED_UNITS.
+environment): an ordinary case one of UNITS (a case that keeps the
+machine busy throughout, its own UNITS), a timed case TIMED_UNITS.
 At most four ordinary cases run at once (one per release's suite in
 CI), and a timed case runs beside one ordinary case at most, never
 beside another timed case. A timed

@@ -70,6 +70,11 @@ TAKEOVER = 3
 # Nodes created once the switch to affinity has begun.
 LATE = 6
 ACTORS = 4
+# Seconds the power actions still asked for may take once the rollback
+# is over: as long as one is answered every STALLED (a request times out
+# after 30 s), SETTLED in all.
+STALLED = 60
+SETTLED = 600
 # Power-state reads per second, round the nodes: a steady stream of
 # requests for every node through the switch, without filling the API.
 READS = 10
@@ -193,11 +198,19 @@ class Requests:
             thread.start()
 
     def stop(self):
-        """Once every power action asked for is made (two minutes at
-        most: a cleanup after a failure must not hang)."""
-        deadline = time.monotonic() + 120
-        while self._acts.unfinished_tasks and time.monotonic() < deadline:
+        """Once every power action asked for is made: as long as one is
+        answered every STALLED seconds (a loaded machine's API answered
+        586 of 600 within a fixed two minutes, in .ci/run --full on
+        cbee586), and SETTLED seconds at most, so that a cleanup after
+        a failure does not hang."""
+        deadline = time.monotonic() + SETTLED
+        left, since = self._acts.unfinished_tasks, time.monotonic()
+        while left and time.monotonic() < deadline:
             time.sleep(0.2)
+            if self._acts.unfinished_tasks < left:
+                left, since = self._acts.unfinished_tasks, time.monotonic()
+            elif time.monotonic() - since > STALLED:
+                break
         self._stop.set()
         for thread in self._threads:
             thread.join(60)
@@ -265,6 +278,12 @@ class Requests:
 # group (conductor_lifecycle.drain_seconds) was found too short for a request
 # already on its way on Ironic 29, and lengthened.
 class AdoptionTestCase(base.TestCase):
+    # Two of these at once at most: three (one per stable release, at
+    # the start of each suite) beside the README's suite failed on all
+    # three in .ci/run --full on cbee586 (takeovers still pending after
+    # TAKEN_WITHIN on Ironic 29; on 32 and 35, power actions unanswered
+    # after two minutes), where they had passed on ba0336f.
+    UNITS = 2
     # Not timed (machine_share.py): three of these at once, one per
     # release, passed (moves within the pace, no node held by two). In
     # .ci/run on e943304, timed, it took turns with the other timed
@@ -576,7 +595,10 @@ class AdoptionTestCase(base.TestCase):
             return seen[-1] == 0
 
         self.dep.wait(
-            none_pending, TAKEN_WITHIN, 'no takeover pending', interval=1.0
+            none_pending,
+            TAKEN_WITHIN,
+            lambda: 'no takeover pending (the API counted %s)' % seen[-10:],
+            interval=1.0,
         )
         engine = sa.create_engine(self.dep.database_url)
         self.addCleanup(engine.dispose)
