@@ -89,12 +89,6 @@ def _cpu_used():
     )
 
 
-def timed(method):
-    """One case of a class that is not TIMED, as if it were."""
-    method.timed = True
-    return method
-
-
 class TestCase(base.TestCase):
     #: Whether the case measures seconds or rates against Ironic's
     #: timers under CPU load of its own (machine_share.py): it runs
@@ -109,14 +103,12 @@ class TestCase(base.TestCase):
         # First in, so last out: after every process of the case ended.
         self.addCleanup(self._record_cost, time.monotonic(), _cpu_used())
         # Before any fixture: released after every process is stopped.
-        method = getattr(self, self._testMethodName, None)
-        timed = self.TIMED or getattr(method, 'timed', False)
-        units = machine_share.TIMED_UNITS if timed else self.UNITS
+        units = machine_share.TIMED_UNITS if self.TIMED else self.UNITS
         held, waited = machine_share.acquire(units)
         self.addCleanup(machine_share.release, held)
         if waited > 1:
             record(test=self.id(), waited_for_the_machine=round(waited, 1))
-        if timed:
+        if self.TIMED:
             restore = machine_share.raise_priority()
             if restore is not None:
                 self.addCleanup(restore)
