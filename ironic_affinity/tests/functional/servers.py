@@ -162,11 +162,23 @@ class Server(fixtures.Fixture):
         )
         log.close()
         try:
-            wait_for_port(self.port)
+            # 60 s: in .ci/run on 88e34ff, beside three end-to-end suites
+            # on a slow machine, an etcd did not listen within 30 s.
+            wait_for_port(self.port, 60.0)
             self.wait_serving()
-        except RuntimeError:
+        except RuntimeError as exc:
+            exited = self.process.poll()
             self.stop()
-            raise
+            with open(os.path.join(self.dir, 'server.log'), 'rb') as f:
+                tail = f.read()[-2000:].decode(errors='replace')
+            raise RuntimeError(
+                '%s (%s; its log ends: %s)'
+                % (
+                    exc,
+                    'running' if exited is None else 'exited %s' % exited,
+                    tail,
+                )
+            ) from exc
 
     def wait_serving(self) -> None:
         """Return once the server answers clients, not only accepts
