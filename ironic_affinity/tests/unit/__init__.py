@@ -35,9 +35,12 @@ def _share():
     return share
 
 
+_SHARE = _share()
+
+
 def examples(count):
     """``count`` examples, or the share of them the run asks for."""
-    return max(1, round(count * _share()))
+    return max(1, round(count * _SHARE))
 
 
 # No time limit on one example: CI runs these beside the end-to-end
