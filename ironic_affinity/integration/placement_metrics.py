@@ -35,9 +35,9 @@ report:
 
 ``placement.nodes.<conductor>`` (gauge)
     Nodes placed on each live conductor; the name with every character
-    other than a letter, digit, ``_`` or ``-`` made ``_``
-    (``127.0.0.1:8091`` is ``127_0_0_1_8091``). A conductor that leaves
-    is reported once more, at 0.
+    other than a letter, digit or ``_`` made ``_`` (``127.0.0.1:8091`` is
+    ``127_0_0_1_8091``, ``conductor-1`` is ``conductor_1``). A conductor
+    that leaves is reported once more, at 0.
 ``placement.orphans`` (gauge)
     Nodes that no live conductor may take.
 ``placement.moved`` (counter)
@@ -101,7 +101,10 @@ from ironic_affinity.membership import view_snapshot
 
 LOG = log.getLogger(__name__)
 
-_NOT_IN_NAMES = re.compile(r'[^A-Za-z0-9_-]')
+# Prometheus's metric names (ironic-prometheus-exporter keeps ours as
+# they are): a '-' fails the whole notification with prometheus_client
+# 0.21 (2025.1).
+_NOT_IN_NAMES = re.compile(r'[^A-Za-z0-9_]')
 
 
 class Sink(Protocol):

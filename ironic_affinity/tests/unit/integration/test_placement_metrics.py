@@ -181,7 +181,15 @@ class ReporterTestCase(base.TestCase):
         self.assertEqual(
             '127_0_0_1_8091', placement_metrics.metric_part('127.0.0.1:8091')
         )
-        self.assertEqual('rack-b_1', placement_metrics.metric_part('rack-b_1'))
+        # A Prometheus name: ironic-prometheus-exporter keeps the part as
+        # it is, and prometheus_client 0.21 refuses a '-'.
+        for name in ('rack-b_1', 'conductor-1.example.org', 'c1:8091'):
+            part = placement_metrics.metric_part(name)
+            self.assertRegex(
+                'ironic_affinity_placement_nodes_' + part,
+                r'^[a-zA-Z_:][a-zA-Z0-9_:]*$',
+            )
+        self.assertEqual('rack_b_1', placement_metrics.metric_part('rack-b_1'))
 
     def test_capacity_is_reported_when_set(self):
         self.places = True
