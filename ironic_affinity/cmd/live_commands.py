@@ -67,9 +67,10 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     """The options these commands read. Registered once parsed: none of
     them is a command-line option."""
     affinity_conf.register_opts(conf)
-    # Ironic's own option, read for the default file:// backend location.
+    # Ironic's own option, read for the default file:// backend location,
+    # with Ironic's default.
     conf.register_opt(
-        cfg.StrOpt('state_path', default=backend.DEFAULT_STATE_PATH)
+        cfg.StrOpt('state_path', default=backend.ironic_state_path())
     )
     for group, opt in LIVE_OPTS:
         conf.register_opt(opt, group=group)

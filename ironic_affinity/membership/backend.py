@@ -13,6 +13,7 @@
 """The coordination backend: its URL, and tooz coordinators on it."""
 
 import contextlib
+import importlib.util
 import os
 from typing import Any
 import urllib.parse
@@ -23,9 +24,6 @@ from tooz import coordination
 from ironic_affinity import exception
 from ironic_affinity._i18n import _
 
-# Ironic's own default for [DEFAULT]state_path, used when this process
-# (our CLI, say) has not registered that option.
-DEFAULT_STATE_PATH = '/var/lib/ironic'
 FILE_DIRECTORY = 'affinity-membership'
 
 # The client library each tooz driver imports, and the extra of this
@@ -33,15 +31,37 @@ FILE_DIRECTORY = 'affinity-membership'
 LIBRARY_EXTRAS = {'redis': 'redis', 'etcd3gw': 'etcd', 'kazoo': 'zookeeper'}
 
 
+def ironic_state_path() -> str | None:
+    """Ironic's default [DEFAULT]state_path, ``$pybasedir``: the directory
+    of the ironic package, found without importing it; None where Ironic
+    is not installed in this Python."""
+    spec = importlib.util.find_spec('ironic')
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.abspath(list(spec.submodule_search_locations)[0])
+
+
 def backend_url(conf: cfg.ConfigOpts) -> str:
-    """The configured backend URL, or the file driver under state_path."""
+    """The configured backend URL, or the file driver under state_path.
+
+    :raises: MembershipUnavailable when neither is known.
+    """
     url: str | None = conf.affinity.backend_url
     if url:
         return url
     try:
         state_path = conf.state_path
-    except cfg.NoSuchOptError:
-        state_path = DEFAULT_STATE_PATH
+    except cfg.NoSuchOptError:  # a process without Ironic's options
+        state_path = ironic_state_path()
+    if not state_path:
+        raise exception.MembershipUnavailable(
+            _(
+                '[affinity]backend_url is not set, nor is '
+                '[DEFAULT]state_path, whose default is the directory of '
+                'Ironic\'s package, and Ironic is not installed in this '
+                'Python: set either as the services have it'
+            )
+        )
     return 'file://' + os.path.join(state_path, FILE_DIRECTORY)
 
 

@@ -92,6 +92,18 @@ class PendingColumn(columns.FormattableColumn):  # type: ignore[type-arg]
         return list(self._value)
 
 
+# Not subscripted, as above.
+class FallbackColumn(columns.FormattableColumn):  # type: ignore[type-arg]
+    """Conductors in the order they take the node, as ``ironic-affinity
+    explain`` prints them (osc_lib's ListColumn sorts them)."""
+
+    def human_readable(self) -> str:
+        return ' > '.join(self._value)
+
+    def machine_readable(self) -> list[str]:
+        return list(self._value)
+
+
 class ShowNodeAffinity(command.ShowOne):
     """Show where a node goes and why: every conductor's verdict."""
 
@@ -129,7 +141,7 @@ class ShowNodeAffinity(command.ShowOne):
             # Absent while no change rolls out.
             'pending': PendingColumn(found.get('pending') or []),
             'rollout_ends_at': _moment(found.get('rollout_ends_at')),
-            'fallback': format_columns.ListColumn(found['fallback']),
+            'fallback': FallbackColumn(found['fallback']),
             'verdicts': VerdictsColumn(found['conductors']),
             'not_members': format_columns.ListColumn(found['not_members']),
             'tags_error': found['tags_error'],

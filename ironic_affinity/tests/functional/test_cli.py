@@ -20,6 +20,7 @@ import sys
 
 import fixtures
 
+from ironic_affinity.membership import backend
 from ironic_affinity.tests import base
 
 EXAMPLES = os.path.abspath(
@@ -310,7 +311,11 @@ class SharpEdgesTestCase(CommandTestCase):
         for path in ('/etc/ironic/ironic.conf', '/etc/ironic.conf'):
             if os.path.exists(path):
                 self.skipTest('this host has %s' % path)
-        default = '/var/lib/ironic/affinity-membership'
+        # The file backend's directory with Ironic's default state path,
+        # where Ironic is installed beside.
+        default = os.path.join(
+            backend.ironic_state_path() or self.dir, 'affinity-membership'
+        )
         existed = os.path.exists(default)
         env = dict(os.environ, HOME=self.dir)
         for command in ('members', 'check'):

@@ -143,6 +143,7 @@ class MembersTestCase(base.TestCase):
             )
         )
         live_commands.register_opts(self.conf)
+        self.config(backend_url='redis://h:6379')
 
     def run_members(self, fmt='json'):
         args = types.SimpleNamespace(timeout=5.0, format=fmt)

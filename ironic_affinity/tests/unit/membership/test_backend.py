@@ -10,24 +10,60 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
+import os
+import sys
+from unittest import mock
+
+import fixtures
 from oslo_config import cfg
 
+from ironic_affinity import exception
 from ironic_affinity.membership import backend
 from ironic_affinity.tests import base
 
 
 class BackendURLTestCase(base.TestCase):
+    def fake_ironic(self):
+        """An ``ironic`` package first on sys.path; its directory."""
+        root = self.useFixture(fixtures.TempDir()).path
+        os.mkdir(os.path.join(root, 'ironic'))
+        open(os.path.join(root, 'ironic', '__init__.py'), 'w').close()
+        self.useFixture(fixtures.MonkeyPatch('sys.path', [root] + sys.path))
+        # Not one another test imported.
+        modules = mock.patch.dict(sys.modules)
+        modules.start()
+        self.addCleanup(modules.stop)
+        sys.modules.pop('ironic', None)
+        return os.path.join(root, 'ironic')
+
     def test_default_is_file_under_state_path(self):
-        self.assertEqual(
-            'file:///var/lib/ironic/affinity-membership',
-            backend.backend_url(self.conf),
-        )
         self.conf.register_opt(cfg.StrOpt('state_path'))
         self.config(group=None, state_path='/srv/ironic')
         self.assertEqual(
             'file:///srv/ironic/affinity-membership',
             backend.backend_url(self.conf),
         )
+
+    def test_without_state_path_ironics_default(self):
+        # Ironic's [DEFAULT]state_path defaults to $pybasedir, its
+        # package's directory, not to /var/lib/ironic.
+        package = self.fake_ironic()
+        self.assertEqual(package, backend.ironic_state_path())
+        self.assertEqual(
+            'file://%s/affinity-membership' % package,
+            backend.backend_url(self.conf),
+        )
+
+    def test_without_state_path_nor_ironic(self):
+        self.useFixture(
+            fixtures.MonkeyPatch('importlib.util.find_spec', lambda name: None)
+        )
+        self.assertIsNone(backend.ironic_state_path())
+        error = self.assertRaises(
+            exception.MembershipUnavailable, backend.backend_url, self.conf
+        )
+        self.assertIn('[DEFAULT]state_path', str(error))
+        self.assertIn('Ironic is not installed in this Python', str(error))
 
     def test_configured(self):
         self.config(backend_url='redis://h:6379')

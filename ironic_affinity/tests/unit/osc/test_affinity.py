@@ -103,6 +103,11 @@ class OpenStackClientTestCase(base.TestCase):
             NODE['conductors'], shown['verdicts'].machine_readable()
         )
         self.assertEqual(['c1', 'c2'], shown['fallback'].machine_readable())
+        # In its order, not sorted.
+        self.assertEqual(
+            'c9 > c1 > c5',
+            affinity.FallbackColumn(['c9', 'c1', 'c5']).human_readable(),
+        )
         # No rollout: nothing pending.
         self.assertEqual('', shown['pending'].human_readable())
         self.assertIsNone(shown['rollout_ends_at'])
