@@ -34,8 +34,7 @@ Moves that must happen are never paced: if the conductor a node would
 stay on can no longer take it now (hard tags, conductor group, hardware
 types), the node goes at once to the placement over the profiles of now.
 Only moves that follow a better score or a new conductor wait their
-turn. Why and with what figures: doc/source/admin/operator-guide.rst,
-"Gradual rebalancing".
+turn. Why and with what figures: doc/source/contributor/rollout.rst.
 """
 
 from collections.abc import Iterable

@@ -30,6 +30,7 @@ import time
 from oslo_config import cfg
 from oslo_upgradecheck import upgradecheck
 
+from ironic_affinity import exception
 from ironic_affinity import report
 from ironic_affinity.cmd import live_commands
 from ironic_affinity.integration import enabling
@@ -51,6 +52,17 @@ class Checks(upgradecheck.UpgradeCommands):
                 self.conf, self.conf.affinity.member_timeout * 2
             )
         return self._deployment
+
+    def _failure(self, exc: Exception) -> upgradecheck.Result:
+        """A check that could not read the group: why, without the
+        secrets of the backend URL, where there is one."""
+        try:
+            url = backend.backend_url(self.conf)
+        except exception.MembershipUnavailable:
+            return upgradecheck.Result(upgradecheck.Code.FAILURE, str(exc))
+        return upgradecheck.Result(
+            upgradecheck.Code.FAILURE, backend.describe(exc, url)
+        )
 
     def _check_membership(self) -> upgradecheck.Result:
         try:
@@ -96,10 +108,7 @@ class Checks(upgradecheck.UpgradeCommands):
                 self.conf, self.conf.affinity.member_timeout * 2
             )
         except Exception as exc:  # noqa: BLE001 - reported as the result
-            return upgradecheck.Result(
-                upgradecheck.Code.FAILURE,
-                backend.describe(exc, backend.backend_url(self.conf)),
-            )
+            return self._failure(exc)
         placed = report.switching(deployment.agreement, time.time())
         if placed['state'] == 'stock' and not placed['due']:
             # Every node on Ironic's ring: an API without the plugin
@@ -144,10 +153,7 @@ class Checks(upgradecheck.UpgradeCommands):
             conductors = service.conductor_entries(self.conf, wait)
             apis = service.api_processes(self.conf, wait)
         except Exception as exc:  # noqa: BLE001 - reported as the result
-            return upgradecheck.Result(
-                upgradecheck.Code.FAILURE,
-                backend.describe(exc, backend.backend_url(self.conf)),
-            )
+            return self._failure(exc)
         bare = sorted(
             name
             for name, way in apis.items()

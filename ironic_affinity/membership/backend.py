@@ -35,8 +35,14 @@ def ironic_state_path() -> str | None:
     """Ironic's default [DEFAULT]state_path, ``$pybasedir``: the directory
     of the ironic package, found without importing it; None where Ironic
     is not installed in this Python."""
-    spec = importlib.util.find_spec('ironic')
-    if spec is None or not spec.submodule_search_locations:
+    try:
+        spec = importlib.util.find_spec('ironic')
+    except (ImportError, ValueError):  # a module without a spec
+        return None
+    # A directory without __init__.py is not Ironic.
+    if spec is None or spec.origin is None:
+        return None
+    if not spec.submodule_search_locations:
         return None
     return os.path.abspath(list(spec.submodule_search_locations)[0])
 

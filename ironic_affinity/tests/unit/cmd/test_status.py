@@ -90,3 +90,19 @@ class ThisIronicTestCase(base.TestCase):
         text, ignored = self.check('default', hook=True)
         self.assertFalse(ignored)
         self.assertIn('only a launcher or the middleware', text)
+
+
+class UnreadableTestCase(base.TestCase):
+    """A check that cannot read the group reports why, in its result,
+    also when there is no backend URL to name."""
+
+    def test_no_backend_url_and_no_ironic(self):
+        conf = cfg.ConfigOpts()
+        with mock.patch('importlib.util.find_spec', return_value=None):
+            status.live_commands.register_opts(conf)
+            conf([])
+            checks = status.Checks(conf)
+            for check in (checks._check_api, checks._check_enabled_by):
+                result = check()
+                self.assertEqual(status.upgradecheck.Code.FAILURE, result.code)
+                self.assertIn('[DEFAULT]state_path', result.details)

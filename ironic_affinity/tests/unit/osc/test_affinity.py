@@ -103,14 +103,23 @@ class OpenStackClientTestCase(base.TestCase):
             NODE['conductors'], shown['verdicts'].machine_readable()
         )
         self.assertEqual(['c1', 'c2'], shown['fallback'].machine_readable())
-        # In its order, not sorted.
-        self.assertEqual(
-            'c9 > c1 > c5',
-            affinity.FallbackColumn(['c9', 'c1', 'c5']).human_readable(),
-        )
+        self.assertEqual('c1 > c2', shown['fallback'].human_readable())
         # No rollout: nothing pending.
         self.assertEqual('', shown['pending'].human_readable())
         self.assertIsNone(shown['rollout_ends_at'])
+
+    def test_show_the_fallback_in_its_order(self):
+        # Not sorted by name, as osc_lib's ListColumn would print it.
+        node = dict(NODE, fallback=['c2', 'c1', 'c3'])
+        command, _http = _command(
+            affinity.ShowNodeAffinity, {'/v1/nodes/node1/affinity': node}
+        )
+        fields, values = command.take_action(argparse.Namespace(node='node1'))
+        shown = dict(zip(fields, values, strict=True))
+        self.assertEqual('c2 > c1 > c3', shown['fallback'].human_readable())
+        self.assertEqual(
+            ['c2', 'c1', 'c3'], shown['fallback'].machine_readable()
+        )
 
     def test_show_a_node_waiting_to_move(self):
         moving = dict(
