@@ -57,11 +57,21 @@ class MissingMembers:
             if self._missing.state(name) == _LASTING
         )
 
-    def observe(self, missing: frozenset[str], view_stale: bool) -> None:
-        """Note who is missing now; log what changed."""
-        if view_stale:
+    def observe(
+        self,
+        missing: frozenset[str],
+        view_stale: bool,
+        ironics_ring: bool = False,
+    ) -> None:
+        """Note who is missing now; log what changed.
+
+        :param ironics_ring: Ironic's ring may route nodes to them: some
+            or every node is on its side of a switch (adoption.rst).
+        """
+        if view_stale or ironics_ring:
             # The group cannot be read: its outage is logged where it is
             # read, and an absence now says nothing about the conductor.
+            # Or Ironic's ring gives them nodes: nothing to say yet.
             return
         now = self._clock()
         back = {

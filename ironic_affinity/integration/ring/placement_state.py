@@ -48,8 +48,9 @@ T = TypeVar('T')
 
 ActiveReader = Callable[[], active_members.ActiveConductors]
 #: Told, at each rebuild, the conductors Ironic lists that the group
-#: lacks, and whether the view could be read.
-MissingObserver = Callable[[frozenset[str], bool], None]
+#: lacks, whether the view could be read, and whether Ironic's ring may
+#: route nodes to them (a node on its side of a switch).
+MissingObserver = Callable[[frozenset[str], bool, bool], None]
 
 # How long a rebuild waits for the group when Ironic lists a conductor
 # the view has not seen. Short: lookups of every thread wait for it.
@@ -273,8 +274,6 @@ class PlacementStates:
             )
         elif not missing:
             self._gap_read_for = frozenset()
-        if self._on_missing is not None:
-            self._on_missing(missing, members.stale)
         if (
             old is not None
             and old.members.version == members.version
@@ -282,16 +281,25 @@ class PlacementStates:
         ):
             # Nothing that placement reads has changed: keep the
             # placements and their memo.
-            return dataclasses.replace(old, members=members, read_at=read_at)
-        built = build(
-            members,
-            active,
-            read_at,
-            None if old is None else old.agreement,
-        )
-        if self._on_agreement is not None and (
-            old is None
-            or _reported(old.agreement) != _reported(built.agreement)
-        ):
-            self._on_agreement(built.agreement)
+            built = dataclasses.replace(old, members=members, read_at=read_at)
+        else:
+            built = build(
+                members,
+                active,
+                read_at,
+                None if old is None else old.agreement,
+            )
+            if self._on_agreement is not None and (
+                old is None
+                or _reported(old.agreement) != _reported(built.agreement)
+            ):
+                self._on_agreement(built.agreement)
+        if self._on_missing is not None:
+            switches = built.agreement.adoption
+            self._on_missing(
+                missing,
+                members.stale,
+                switches.active(time.time())
+                or switches.final_side() == adoption.STOCK,
+            )
         return built

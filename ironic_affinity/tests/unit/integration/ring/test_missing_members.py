@@ -74,6 +74,20 @@ class MissingMembersTestCase(base.TestCase):
             self.missing.observe(frozenset({'c2'}), True)
         self.assertEqual(frozenset(), self.missing.lasting())
 
+    def test_on_ironics_ring_says_nothing(self):
+        # Conductors outside the group keep their nodes there (adoption).
+        with self.assertNoLogs(self.log):
+            self.missing.observe(frozenset({'c2'}), False, True)
+            self.clock.advance(1000)
+            self.missing.observe(frozenset({'c2'}), False, True)
+        self.assertEqual(frozenset(), self.missing.lasting())
+        # Placed by affinity: no node for c2, said, then an error.
+        with self.assertLogs(self.log, logging.DEBUG) as seen:
+            self.missing.observe(frozenset({'c2'}), False, False)
+            self.clock.advance(71)
+            self.missing.observe(frozenset({'c2'}), False, False)
+        self.assertEqual(['INFO', 'ERROR'], self.levels(seen))
+
     def test_an_absence_that_ends_starts_again_from_zero(self):
         self.missing.observe(frozenset({'c2'}), False)
         self.clock.advance(60)

@@ -29,7 +29,12 @@ class PlacementStatesTestCase(base.TestCase):
         self.active = fakes.ActiveConductors({':x': {'c1', 'c2'}})
         self.interval = 3600.0
         self.missing = []
+        self.ironics_ring = []
         self.told = []
+
+    def observe_missing(self, names, stale, ironics_ring):
+        self.missing.append((names, stale))
+        self.ironics_ring.append(ironics_ring)
 
     def states(self, static=False):
         return placement_state.PlacementStates(
@@ -37,9 +42,7 @@ class PlacementStatesTestCase(base.TestCase):
             self.active,
             lambda: self.interval,
             static=static,
-            on_missing=lambda names, stale: self.missing.append(
-                (names, stale)
-            ),
+            on_missing=self.observe_missing,
             on_agreement=self.told.append,
             clock=self.clock,
         )
@@ -66,6 +69,12 @@ class PlacementStatesTestCase(base.TestCase):
         told = self.told[1]
         self.assertEqual(
             ('stock', 'stock'), (told.target, told.adoption.final_side())
+        )
+        # So Ironic's ring routes nodes to c3: missing-member messages say
+        # nothing then (they would say that c3 is given none).
+        self.assertEqual([(frozenset({'c3'}), False)], self.missing[-1:])
+        self.assertEqual(
+            [False, True], self.ironics_ring[:1] + self.ironics_ring[-1:]
         )
 
     def test_reset_rereads_whatever_the_uptime(self):
