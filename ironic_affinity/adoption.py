@@ -147,6 +147,11 @@ class Adoption:
         :meth:`final_side`."""
         return now < self.ends_at
 
+    def all_on(self, now: float) -> str | None:
+        """The side every node is on at ``now``; None while a switch may
+        still hold some on each side."""
+        return None if self.active(now) else self.final_side()
+
     def side_of(self, node: KeyedNode, now: float) -> str:
         """:meth:`side` of a node as the rings key it, with its creation
         time."""

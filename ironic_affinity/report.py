@@ -235,7 +235,7 @@ def switching(
     active = found.active(now)
     newest = found.switches[-1] if found.switches else None
     report: dict[str, Any] = {
-        'state': 'switching' if active else found.final_side(),
+        'state': found.all_on(now) or 'switching',
         'to': agreement.target,
         'since': (
             round(newest.at, 3)

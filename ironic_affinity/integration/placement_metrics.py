@@ -244,12 +244,9 @@ class PlacementReporter:
         placed: dict[str, str | None] = {}
         waiting = 0
         switches = deployment.agreement.adoption
-        switching = switches.active(now)
-        lookup = (
-            self._ring_lookup
-            if switching or switches.final_side() != adoption.AFFINITY
-            else None
-        )
+        all_on = switches.all_on(now)
+        switching = all_on is None
+        lookup = self._ring_lookup if all_on != adoption.AFFINITY else None
         to_switch = 0
         for node, answer in zip(deployment.nodes, answers, strict=True):
             conductor = answer.conductor

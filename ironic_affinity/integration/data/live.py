@@ -202,7 +202,7 @@ def takeovers_pending(
     """
     switches = deployment.agreement.adoption
     nodes = deployment.nodes
-    if not switches.active(now) and switches.final_side() == adoption.AFFINITY:
+    if switches.all_on(now) == adoption.AFFINITY:
         answers = placement.Placement(deployment.conductors).answer_all(
             nodes, now, moves=False
         )

@@ -299,7 +299,6 @@ class PlacementStates:
             self._on_missing(
                 missing,
                 members.stale,
-                switches.active(time.time())
-                or switches.final_side() == adoption.STOCK,
+                switches.all_on(time.time()) != adoption.AFFINITY,
             )
         return built

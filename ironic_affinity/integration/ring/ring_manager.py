@@ -99,8 +99,8 @@ class AffinityHashRingManager:
         states = services.states
         state = states.current() if self.cache else states.fresh()
         switches = state.agreement.adoption
-        switching = switches.active(time.time())
-        if not switching and switches.final_side() == adoption.STOCK:
+        all_on = switches.all_on(time.time())
+        if all_on == adoption.STOCK:
             # Every node is on Ironic's ring: Ironic's own answers, from
             # Ironic's own manager, whatever the members.
             return self._stock_ring(driver_name, conductor_group)
@@ -111,7 +111,7 @@ class AffinityHashRingManager:
             (driver_name, group, self.use_groups),
             lambda: self._build_ring(services, state, driver_name, group),
         )
-        if not switching:
+        if all_on is not None:
             if found is None:
                 raise ironic_exception.DriverNotFound(driver_name=driver_name)
             return found

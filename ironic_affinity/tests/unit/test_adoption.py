@@ -38,6 +38,7 @@ class AdoptionTestCase(base.TestCase):
         self.assertEqual(set(), on_affinity(found, T0))
         self.assertEqual(adoption.STOCK, found.final_side())
         self.assertFalse(found.active(T0))
+        self.assertEqual(adoption.STOCK, found.all_on(T0))
 
     def test_a_switch_moves_every_node_once_over_its_period(self):
         found = adoption.Adoption([adoption.Switch('affinity', T0, PERIOD)])
@@ -55,6 +56,8 @@ class AdoptionTestCase(base.TestCase):
         self.assertEqual(set(KEYS), before)
         self.assertFalse(found.active(T0 + PERIOD))
         self.assertTrue(found.active(T0 + PERIOD - 1))
+        self.assertEqual(adoption.AFFINITY, found.all_on(T0 + PERIOD))
+        self.assertIsNone(found.all_on(T0 + PERIOD - 1))
 
     def test_a_switch_at_once(self):
         found = adoption.Adoption([adoption.Switch('affinity', T0, 0)])
@@ -83,6 +86,8 @@ class AdoptionTestCase(base.TestCase):
             previous = current
         self.assertEqual(set(), previous)
         self.assertEqual(adoption.STOCK, found.final_side())
+        self.assertIsNone(found.all_on(half + PERIOD - 1))
+        self.assertEqual(adoption.STOCK, found.all_on(half + PERIOD))
 
     def test_a_node_created_during_a_switch_is_on_its_side_at_once(self):
         found = adoption.Adoption([adoption.Switch('affinity', T0, PERIOD)])
