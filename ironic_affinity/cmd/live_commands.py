@@ -26,6 +26,7 @@ from oslo_config import cfg
 from oslo_log import log
 import sqlalchemy as sa
 
+from ironic_affinity import adoption
 from ironic_affinity import conf as affinity_conf
 from ironic_affinity import exception
 from ironic_affinity import report
@@ -88,10 +89,17 @@ def _deployment(conf: cfg.ConfigOpts, args: Any) -> live.Deployment:
     _prepare(conf)
     deployment = live.load(conf, args.timeout)
     if deployment.not_members:
+        all_on = deployment.agreement.adoption.all_on(time.time())
         LOG.warning(
             'Active in Ironic but not in the affinity group, so given no '
-            'node: %s',
-            ', '.join(sorted(deployment.not_members)),
+            'node%(until)s: %(names)s',
+            {
+                'until': ''
+                if all_on == adoption.AFFINITY
+                else " once every node is placed by affinity (Ironic's "
+                'ring may give them nodes until then)',
+                'names': ', '.join(sorted(deployment.not_members)),
+            },
         )
     for node, reason in sorted(deployment.bad_tags.items()):
         LOG.warning(

@@ -101,9 +101,9 @@ from ironic_affinity.membership import view_snapshot
 
 LOG = log.getLogger(__name__)
 
-# Prometheus's metric names (ironic-prometheus-exporter keeps ours as
-# they are): a '-' fails the whole notification with prometheus_client
-# 0.21 (2025.1).
+# Prometheus's metric names (ironic-prometheus-exporter only makes them
+# lower case and '__' '_'): a '-' fails the whole notification with
+# prometheus_client 0.21 (2025.1).
 _NOT_IN_NAMES = re.compile(r'[^A-Za-z0-9_]')
 
 

@@ -42,6 +42,18 @@ def _get(app: Any, path: str) -> Any:
     return body
 
 
+def _deployment(app: Any) -> dict[str, Any]:
+    """GET /v1/affinity, with a warning when the answer comes from a view
+    the API could not refresh."""
+    found = _get(app, '/v1/affinity')
+    if not found['membership']['readable']:
+        LOG.warning(
+            'The API cannot read the membership group: %s',
+            found['membership']['error'],
+        )
+    return found
+
+
 def _verdict(row: dict[str, Any]) -> str:
     if row['verdict'] in ('down', 'excluded'):
         return '%s: %s' % (
@@ -167,12 +179,7 @@ class ListAffinity(command.Lister):
     )
 
     def take_action(self, parsed_args: Any) -> tuple[Any, Any]:
-        found = _get(self.app, '/v1/affinity')
-        if not found['membership']['readable']:
-            LOG.warning(
-                'The API cannot read the membership group: %s',
-                found['membership']['error'],
-            )
+        found = _deployment(self.app)
         placed = found.get('placement') or {'state': 'affinity'}
         if placed['state'] == 'switching':
             LOG.warning(
@@ -198,9 +205,15 @@ class ListAffinity(command.Lister):
             )
         for name in found['not_members']:
             LOG.warning(
-                'Conductor %s is active in Ironic but not in the affinity '
-                'group: it is given no node',
-                name,
+                'Conductor %(name)s is active in Ironic but not in the '
+                'affinity group: it is given no node%(until)s',
+                {
+                    'name': name,
+                    'until': ''
+                    if placed['state'] == 'affinity'
+                    else " once every node is placed by affinity (Ironic's "
+                    'ring may give it nodes until then)',
+                },
             )
         rows = [
             (
@@ -226,7 +239,7 @@ class CheckAffinity(command.Lister):
     COLUMNS = ('Node', 'UUID', 'Problem', 'Detail')
 
     def take_action(self, parsed_args: Any) -> tuple[Any, Any]:
-        found = _get(self.app, '/v1/affinity')
+        found = _deployment(self.app)
         over = found.get('over_capacity') or {}
         self.problems = len(found['orphans']) + len(over)
         rows = [

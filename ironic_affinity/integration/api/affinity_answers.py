@@ -102,8 +102,9 @@ def node_affinity(
         uuid=uuid,
         driver=driver,
         conductor_group=group,
-        # What Ironic itself reports, through the same ring: differs
-        # from 'conductor' only while this process's view moves.
+        # What Ironic itself reports: differs from 'conductor' while
+        # this process's view moves, and while the node is on Ironic's
+        # ring (below).
         ironic_conductor=node.get('conductor'),
         tags_error=tags_error,
         not_members=sorted(

@@ -10,9 +10,11 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""What the live commands say of the takeovers Ironic has yet to make,
-over a deployment read by a fake."""
+"""What the live commands say of the takeovers Ironic has yet to make
+and of conductors outside the group, over a deployment read by a
+fake."""
 
+import dataclasses
 import io
 import json
 import types
@@ -107,6 +109,21 @@ class TakeoversTestCase(base.TestCase):
         )
         self.assertEqual('stock', found['placement']['state'])
         self.assertNotIn('takeovers_pending', found['placement'])
+
+    def test_outsiders_given_no_node_once_on_affinity(self):
+        for agreement, until in ((SETTLED, False), (STOCK, True)):
+            deployment = dataclasses.replace(
+                live_deployments.two_racks(agreement, {}),
+                not_members=frozenset({'c9'}),
+            )
+            with self.assertLogs(live_commands.LOG.logger.name) as logs:
+                self.run_command(live_commands.check, deployment)
+            said = logs.output[0]
+            self.assertIn('not in the affinity group, so given no', said)
+            self.assertTrue(said.endswith(': c9'), said)
+            self.assertEqual(
+                until, "Ironic's ring may give them nodes" in said
+            )
 
 
 class MembersTestCase(base.TestCase):

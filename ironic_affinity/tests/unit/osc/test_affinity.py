@@ -193,6 +193,29 @@ class OpenStackClientTestCase(base.TestCase):
         self.assertEqual(1, len(logs.output))
         self.assertIn('7 ACTIVE node(s) not taken over yet', logs.output[0])
 
+    def test_list_names_conductors_outside_the_group_by_placement(self):
+        # Given no node only once every node is placed by affinity:
+        # before, Ironic's ring gives them their nodes.
+        for state, until in (('affinity', False), ('stock', True)):
+            command, _http = _command(
+                affinity.ListAffinity,
+                {
+                    '/v1/affinity': dict(
+                        DEPLOYMENT,
+                        not_members=['c9'],
+                        placement={'state': state, 'stock_voters': []},
+                    )
+                },
+            )
+            with self.assertLogs(affinity.LOG.name, 'WARNING') as logs:
+                command.take_action(argparse.Namespace())
+            said = logs.output[-1]
+            self.assertIn('Conductor c9 is active in Ironic but not', said)
+            self.assertIn('given no node', said)
+            self.assertEqual(
+                until, "Ironic's ring may give it nodes" in said, state
+            )
+
     def test_list_is_quiet_once_every_node_is_taken_over(self):
         command = self.list_with({'state': 'affinity', 'takeovers_pending': 0})
         with self.assertNoLogs(affinity.LOG.name, 'WARNING'):
@@ -236,3 +259,19 @@ class OpenStackClientTestCase(base.TestCase):
             list(rows)[-1],
         )
         self.assertEqual(1, command.problems)
+
+    def test_check_and_list_warn_of_a_view_not_refreshed(self):
+        # The API answers from its last view when the backend is away.
+        stale = dict(
+            DEPLOYMENT,
+            membership={'readable': False, 'error': 'Connection refused'},
+        )
+        for cls in (affinity.CheckAffinity, affinity.ListAffinity):
+            command, _http = _command(cls, {'/v1/affinity': stale})
+            with self.assertLogs(affinity.LOG.name, 'WARNING') as logs:
+                command.take_action(argparse.Namespace())
+            self.assertIn(
+                'cannot read the membership group: Connection refused',
+                logs.output[0],
+                cls.__name__,
+            )
