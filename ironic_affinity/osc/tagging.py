@@ -71,7 +71,7 @@ def read_mapping(path: str) -> dict[str, Any]:
     file and the place for anything else."""
     try:
         with open(path, newline='', encoding='utf-8') as stream:
-            if path.endswith('.csv'):
+            if path.lower().endswith('.csv'):
                 return _from_csv(path, csv.reader(stream))
             found = yaml.load(stream, Loader=_UniqueKeys)  # noqa: S506 - safe
     except (OSError, UnicodeDecodeError, yaml.YAMLError, csv.Error) as exc:
@@ -132,12 +132,27 @@ def _from_csv(path: str, rows: Iterable[list[str]]) -> dict[str, Any]:
 
 def plan(mapping: dict[str, Any], nodes: list[Any], key: str) -> list[Row]:
     """Each node of the mapping: its canonical tags, or why refused, and
-    whether that changes what Ironic holds."""
+    whether that changes what Ironic holds.
+
+    :raises: CommandError for a node given by its name and its uuid.
+    """
     by_ident = {}
     for node in nodes:
         by_ident[node.uuid] = node
         if node.name:
             by_ident[node.name] = node
+    given_as: dict[str, str] = {}
+    for ident in mapping:
+        found = by_ident.get(ident)
+        if found is None:
+            continue
+        first = given_as.setdefault(found.uuid, ident)
+        if first != ident:
+            # Two concurrent writes of one node: either could win.
+            raise exceptions.CommandError(
+                _('node %(first)s given twice, also as %(ident)s')
+                % {'first': tags.quote(first), 'ident': tags.quote(ident)}
+            )
     rows = []
     for ident, value in mapping.items():
         row = Row(ident)
@@ -148,7 +163,7 @@ def plan(mapping: dict[str, Any], nodes: list[Any], key: str) -> list[Row]:
             continue
         row.uuid = found.uuid
         current = (found.extra or {}).get(key)
-        row.before = None if current is None else str(current)
+        row.before = _shown(current)
         try:
             parsed = tags.parse_tags(value, 'node %s' % ident)
         except exception.InvalidTag as exc:
@@ -158,6 +173,15 @@ def plan(mapping: dict[str, Any], nodes: list[Any], key: str) -> list[Row]:
         if current is not None and _same(current, parsed):
             row.status = UNCHANGED
     return rows
+
+
+def _shown(current: Any) -> str | None:
+    """Stored tags as a line: a list's items, not its repr."""
+    if current is None:
+        return None
+    if isinstance(current, list):
+        return ', '.join(map(str, current))
+    return str(current)
 
 
 def _same(current: Any, parsed: frozenset[str]) -> bool:

@@ -61,6 +61,7 @@ NODES = [
     {'uuid': 'u1', 'name': 'n1', 'extra': {}},
     {'uuid': 'u2', 'name': 'n2', 'extra': {'affinity_tags': 'Rack10 dc1'}},
     {'uuid': 'u3', 'name': None, 'extra': {'affinity_tags': 'rack10'}},
+    {'uuid': 'u4', 'name': 'n4', 'extra': {'affinity_tags': ['b', 'a']}},
 ]
 
 
@@ -106,6 +107,9 @@ class TagTestCase(base.TestCase):
         self.assertIsNone(rows['u3'][3])
         self.assertEqual([], self.nodes.patches)
         self.assertEqual(1, self.command.refused)
+        # Tags stored as a list, in a file named in upper case.
+        listed = self.run_tag(self.write('M.CSV', 'n4,c\n'))['n4']
+        self.assertEqual(('n4', 'u4', 'b, a', 'c', 'to change'), listed)
 
     def test_apply_writes_each_node_once_and_refuses_the_bad(self):
         path = self.write(
@@ -171,6 +175,8 @@ class TagTestCase(base.TestCase):
             ('e.yaml', 'n1: rack10\nn1: rack20\n', "node 'n1' given twice"),
             ('f.json', '{"n1": "a", "n1": "b"}', "node 'n1' given twice"),
             ('d.yaml', 'n1: [rack10\n', 'cannot read'),
+            # One node by its name and its uuid.
+            ('g.csv', 'n1,rack10\nu1,rack20\n', "node 'n1' given twice"),
         ):
             error = self.assertRaises(
                 exceptions.CommandError,
