@@ -29,6 +29,8 @@ from ironic_affinity.tests.e2e import deployment
 from ironic_affinity.tests.e2e import machine_share
 
 # Conductor power sync runs every 2 s here: 3 rounds and some slack.
+# The Ironic under test: its releases differ in how they stop and serve.
+IRONIC_MAJOR = int(importlib.metadata.version('ironic').split('.')[0])
 SYNC_WINDOW = 7.0
 SETTLE = 3.0
 

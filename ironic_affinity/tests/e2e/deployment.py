@@ -52,6 +52,10 @@ API_VERSION = {'X-OpenStack-Ironic-API-Version': 'latest'}
 POSTGRES = os.environ.get(
     'IRONIC_AFFINITY_E2E_POSTGRES', 'postgresql+psycopg2://postgres@127.0.0.1'
 )
+# Kolla-Ansible's database server; for ironic_db's cases only.
+MARIADB = os.environ.get(
+    'IRONIC_AFFINITY_MARIADB', 'mysql+pymysql://root@127.0.0.1:3306'
+)
 FIRST_RPC_PORT = 8091
 # Added to every conductor's RPC port (and so to its name): each
 # release's suite in tox.ini has a block of its own, so that the suites

@@ -21,13 +21,13 @@ runs.
 """
 
 import http.client
-import importlib.metadata
 import json
 import unittest
 
 import sqlalchemy as sa
 import testtools
 
+from ironic_affinity.tests.e2e import base
 from ironic_affinity.tests.e2e import deployment
 
 KEY = 'affinity_tags'
@@ -35,9 +35,7 @@ LATEST = {'X-OpenStack-Ironic-API-Version': 'latest'}
 # Ironic 32 and later serve the API with cheroot, which decodes chunked
 # bodies and flags them as complete; Ironic 29's eventlet server does
 # not flag them, so Ironic itself reads no chunked body there.
-SERVER_READS_CHUNKED = (
-    int(importlib.metadata.version('ironic').split('.')[0]) >= 32
-)
+SERVER_READS_CHUNKED = base.IRONIC_MAJOR >= 32
 
 
 class DoorTestCase(testtools.TestCase):

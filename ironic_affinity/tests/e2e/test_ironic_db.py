@@ -16,8 +16,8 @@ Ironic's answer comes from its database API
 (``get_active_hardware_type_dict``), run in a subprocess with the same
 configuration files: on a live deployment while its conductors run and
 after one crashes, and on rows written by hand into Ironic's own schema
-on PostgreSQL and SQLite (offline, stale, never heartbeaten, grouped,
-several hardware types), with heartbeat timeouts on and off.
+on PostgreSQL, MariaDB and SQLite (offline, stale, never heartbeaten,
+grouped, several hardware types), with heartbeat timeouts on and off.
 """
 
 import datetime
@@ -56,6 +56,23 @@ print(json.dumps({
     for groups in (True, False)
 }))
 '''
+
+
+# Ironic's table, as far as written here: its column "default" is a
+# reserved word, quoted as each server quotes names.
+_INTERFACES = sa.table(
+    'conductor_hardware_interfaces',
+    *(
+        sa.column(name)
+        for name in (
+            'conductor_id',
+            'hardware_type',
+            'interface_type',
+            'interface_name',
+            'default',
+        )
+    ),
+)
 
 
 def _plain(found):
@@ -215,18 +232,12 @@ class IronicDbAgreementTestCase(base.TestCase):
                 for hardware_type in types:
                     for interface in ('boot', 'deploy', 'power'):
                         connection.execute(
-                            sa.text(
-                                'INSERT INTO conductor_hardware_interfaces '
-                                '(conductor_id, hardware_type, '
-                                'interface_type, interface_name, '
-                                '"default") VALUES (:id, :type, '
-                                ':interface, :name, :default)'
-                            ),
+                            _INTERFACES.insert(),
                             {
-                                'id': ident,
-                                'type': hardware_type,
-                                'interface': interface,
-                                'name': 'fake',
+                                'conductor_id': ident,
+                                'hardware_type': hardware_type,
+                                'interface_type': interface,
+                                'interface_name': 'fake',
                                 'default': True,
                             },
                         )
@@ -235,19 +246,36 @@ class IronicDbAgreementTestCase(base.TestCase):
         admin = sa.create_engine(
             deployment.POSTGRES + '/postgres', isolation_level='AUTOCOMMIT'
         )
+        self.assert_written_rows_agree(
+            admin,
+            deployment.POSTGRES,
+            'DROP DATABASE IF EXISTS %s WITH (FORCE)',
+        )
+
+    def test_written_rows_on_mariadb(self):
+        # Kolla-Ansible's database.
+        admin = sa.create_engine(
+            deployment.MARIADB + '/mysql', isolation_level='AUTOCOMMIT'
+        )
+        self.assert_written_rows_agree(
+            admin, deployment.MARIADB, 'DROP DATABASE IF EXISTS %s'
+        )
+
+    def assert_written_rows_agree(self, admin, server, drop):
+        """On a database of its own on ``server``, created and dropped
+        through ``admin``: Ironic's schema, the rows of _fill, read alike
+        by Ironic and by ironic_db."""
         self.addCleanup(admin.dispose)
         name = 'ironic_affinity_e2e_db_%s' % uuid.uuid4().hex[:8]
         with admin.connect() as connection:
             connection.execute(sa.text('CREATE DATABASE %s' % name))
 
-        def drop():
+        def dropped():
             with admin.connect() as connection:
-                connection.execute(
-                    sa.text('DROP DATABASE IF EXISTS %s WITH (FORCE)' % name)
-                )
+                connection.execute(sa.text(drop % name))
 
-        self.addCleanup(drop)
-        url = '%s/%s' % (deployment.POSTGRES, name)
+        self.addCleanup(dropped)
+        url = '%s/%s' % (server, name)
         conf, no_timeout = self._schema(url)
         database = ironic_db.IronicDatabase(url)
         self.addCleanup(database.dispose)

@@ -10,13 +10,16 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Ironic's active conductors and node rows, on SQLite and PostgreSQL.
+"""Ironic's active conductors and node rows, on SQLite, PostgreSQL and
+MariaDB.
 
 Every case runs on a SQLite file and on a database of its own on the
-local PostgreSQL (IRONIC_AFFINITY_E2E_POSTGRES, without a database name;
-skipped when there is none, unless IRONIC_AFFINITY_REQUIRE_SERVERS is
-set): PostgreSQL is what Ironic runs on, and where timestamps, booleans
-and server-side cursors are the server's own.
+local PostgreSQL (IRONIC_AFFINITY_E2E_POSTGRES) and MariaDB
+(IRONIC_AFFINITY_MARIADB), each URL without a database name; skipped
+when there is none, unless IRONIC_AFFINITY_REQUIRE_SERVERS is set.
+PostgreSQL and MySQL/MariaDB are what Ironic runs on (MariaDB under
+Kolla-Ansible), where timestamps, booleans and server-side cursors are
+the server's own.
 """
 
 import datetime
@@ -34,36 +37,43 @@ from ironic_affinity.tests.functional import servers
 POSTGRES = os.environ.get(
     'IRONIC_AFFINITY_E2E_POSTGRES', 'postgresql+psycopg2://postgres@127.0.0.1'
 )
+MARIADB = os.environ.get(
+    'IRONIC_AFFINITY_MARIADB', 'mysql+pymysql://root@127.0.0.1:3306'
+)
 NOW = datetime.datetime(2026, 12, 1, 12, 0, 0)
 TIMEOUT = 60
 
 
-def postgres_admin():
-    """An AUTOCOMMIT engine on the local PostgreSQL's own database.
+def server_admin(server, own_database='postgres'):
+    """An AUTOCOMMIT engine on a local server's own database.
 
     Called from the test, not from a fixture, so that a skip is a skip.
     """
     try:
         admin = sa.create_engine(
-            POSTGRES + '/postgres', isolation_level='AUTOCOMMIT'
+            '%s/%s' % (server, own_database), isolation_level='AUTOCOMMIT'
         )
     except ImportError as exc:  # no driver in this environment
-        servers.unavailable('no PostgreSQL driver: %s' % exc)
+        servers.unavailable('no driver for %s: %s' % (server, exc))
     try:
         with admin.connect():
             pass
     except sa.exc.OperationalError as exc:
         admin.dispose()
-        servers.unavailable('no PostgreSQL at %s: %s' % (POSTGRES, exc))
+        servers.unavailable('no server at %s: %s' % (server, exc))
     return admin
 
 
-class PostgresDatabase(fixtures.Fixture):
-    """A scratch database on the local PostgreSQL; ``url`` names it."""
+class ScratchDatabase(fixtures.Fixture):
+    """A database of its own on a local server; ``url`` names it."""
 
-    def __init__(self, admin: sa.Engine) -> None:
+    def __init__(self, admin: sa.Engine, server: str, drop: str) -> None:
+        """:param drop: the server's statement that drops database %s
+        with its connections."""
         super().__init__()
         self.admin = admin
+        self.server = server
+        self.drop = drop
 
     def _setUp(self) -> None:
         name = 'ironic_affinity_unit_%s' % uuid.uuid4().hex[:10]
@@ -71,13 +81,11 @@ class PostgresDatabase(fixtures.Fixture):
             connection.execute(sa.text('CREATE DATABASE %s' % name))
         self.addCleanup(self.admin.dispose)
         self.addCleanup(self._drop, name)
-        self.url = '%s/%s' % (POSTGRES, name)
+        self.url = '%s/%s' % (self.server, name)
 
     def _drop(self, name: str) -> None:
         with self.admin.connect() as connection:
-            connection.execute(
-                sa.text('DROP DATABASE IF EXISTS %s WITH (FORCE)' % name)
-            )
+            connection.execute(sa.text(self.drop % name))
 
 
 class _Cases:
@@ -330,7 +338,13 @@ class SQLiteTestCase(_Cases, base.TestCase):
 
 class PostgreSQLTestCase(_Cases, base.TestCase):
     def url(self):
-        return self.useFixture(PostgresDatabase(postgres_admin())).url
+        return self.useFixture(
+            ScratchDatabase(
+                server_admin(POSTGRES),
+                POSTGRES,
+                'DROP DATABASE IF EXISTS %s WITH (FORCE)',
+            )
+        ).url
 
     def test_database_on_postgresql_reads_heartbeats(self):
         self.assertFalse(self.database.sqlite)
@@ -354,6 +368,23 @@ class PostgreSQLTestCase(_Cases, base.TestCase):
         pool = self.database.engine.pool
         self.assertEqual(1, pool.size())
         self.assertTrue(self.database.engine.pool._pre_ping)
+
+
+class MariaDBTestCase(_Cases, base.TestCase):
+    def url(self):
+        admin = server_admin(MARIADB, 'mysql')
+        return self.useFixture(
+            ScratchDatabase(admin, MARIADB, 'DROP DATABASE IF EXISTS %s')
+        ).url
+
+    def test_database_on_mariadb_reads_heartbeats(self):
+        self.assertFalse(self.database.sqlite)
+        self.conductor('fresh', updated_at=ironic_db.utcnow())
+        self.conductor('stale', age=0)  # NOW is long past
+        self.assertEqual(
+            {':fake-hardware': frozenset({'fresh'})},
+            self.database.active_conductors(TIMEOUT),
+        )
 
 
 class IsSQLiteTestCase(base.TestCase):
