@@ -45,7 +45,7 @@ def _get(app: Any, path: str) -> Any:
 def _deployment(app: Any) -> dict[str, Any]:
     """GET /v1/affinity, with a warning when the answer comes from a view
     the API could not refresh."""
-    found = _get(app, '/v1/affinity')
+    found: dict[str, Any] = _get(app, '/v1/affinity')
     if not found['membership']['readable']:
         LOG.warning(
             'The API cannot read the membership group: %s',
