@@ -131,6 +131,7 @@ CAPACITY_OPTS = [
         'max_nodes',
         default=0,
         min=0,
+        max=profile.MAX_NODES_LIMIT,
         mutable=True,
         help=_(
             'The most nodes this conductor takes while other conductors a '
@@ -221,7 +222,9 @@ MEMBERSHIP_OPTS = [
         min=0.1,
         help=_(
             'Seconds between two heartbeats of a conductor to the '
-            'backend. Must be well below member_timeout.'
+            'backend. Keep it well below member_timeout; a conductor '
+            'whose member_timeout is not more than twice this is refused '
+            'at start.'
         ),
     ),
     cfg.FloatOpt(
@@ -317,9 +320,10 @@ IRONIC_OPTS = [
         help=_(
             'Seconds between two reports of placement metrics, sent through '
             'Ironic\'s metrics framework when its [metrics] backend is not '
-            '"noop". For each report, every API process also places every '
-            'node, from the nodes its tag cache holds, and reads the uuid '
-            'and last conductor of each ACTIVE node for the takeovers '
+            '"noop". For each report, every process that reports (API '
+            'processes, and conductors with the collector backend) places '
+            'every node, from the nodes its tag cache holds, and reads the '
+            'uuid and last conductor of each ACTIVE node for the takeovers '
             'pending (one query, a row per ACTIVE node).'
         ),
     ),

@@ -37,6 +37,10 @@ class InvalidCapabilities(AffinityError, ValueError):
     """A group member published capabilities that cannot be trusted."""
 
 
+class InvalidTimers(AffinityError, ValueError):
+    """Membership timers that would leave a conductor no lease."""
+
+
 class MembershipUnavailable(AffinityError):
     """The coordination backend cannot be reached or read."""
 

@@ -27,6 +27,10 @@ HARD_AFFINITY = 'hard_affinity_tags'
 HARD_ANTI_AFFINITY = 'hard_anti_affinity_tags'
 SOFT_AFFINITY = 'soft_affinity_tags'
 SOFT_ANTI_AFFINITY = 'soft_anti_affinity_tags'
+# Larger than any deployment: a bound on max_nodes wherever it is read
+# (configuration, scenario, a published entry), so that no number is
+# costly to print or compare.
+MAX_NODES_LIMIT = 10**9
 # NodeRequest.tags hides the tags module inside that class.
 _TagList = tags.TagList
 
@@ -122,14 +126,18 @@ class ConductorProfile:
         if (
             not isinstance(self.max_nodes, int)
             or isinstance(self.max_nodes, bool)
-            or self.max_nodes < 0
+            or not 0 <= self.max_nodes <= MAX_NODES_LIMIT
         ):
             raise exception.InvalidCapacity(
                 _(
                     'conductor %(name)s: max_nodes must be a whole number '
-                    'of nodes, 0 for no limit, not %(value)r'
+                    'of nodes up to %(limit)d, 0 for no limit, not %(value)r'
                 )
-                % {'name': self.name, 'value': self.max_nodes}
+                % {
+                    'name': self.name,
+                    'limit': MAX_NODES_LIMIT,
+                    'value': self.max_nodes,
+                }
             )
         # A tag in both hard lists would make the conductor refuse every
         # node carrying it and every node lacking it: refuse the conductor.

@@ -65,9 +65,6 @@ _KEYS = frozenset(
 _CHANGE_KEYS = frozenset(('before', 'at', 'period'))
 _SWITCHING_KEYS = frozenset(('vote', 'since', 'period', 'switches'))
 _SWITCH_KEYS = frozenset(('to', 'at', 'period'))
-# Larger than any deployment: a bound, so that a member cannot publish a
-# number that is costly to print or compare.
-MAX_NODES_LIMIT = 10**9
 # Bounds of a published change: a week-long rollout is already beyond any
 # use; a time before 2001 or after 5138 is a broken clock or garbage.
 MAX_PERIOD = 7 * 24 * 3600
@@ -345,7 +342,7 @@ def _decode(name: str, raw: Any, where: str) -> profile.ConductorProfile:
                 MAX_NAME_LENGTH,
             ).lower(),
             max_nodes=checks.whole(
-                raw.get('max_nodes', 0), MAX_NODES_LIMIT, 'max_nodes'
+                raw.get('max_nodes', 0), profile.MAX_NODES_LIMIT, 'max_nodes'
             ),
             changes=(
                 _changes(name, raw['changes']) if 'changes' in raw else ()

@@ -33,7 +33,9 @@ import threading
 import time
 from typing import Any
 
+from ironic_affinity import exception
 from ironic_affinity import outage
+from ironic_affinity._i18n import _
 
 
 def margin_for(timeout: float, heartbeat_interval: float) -> float:
@@ -43,8 +45,27 @@ def margin_for(timeout: float, heartbeat_interval: float) -> float:
     lease runs out may start work that lasts a moment, and the others
     read the group only every watch interval anyway. At most half the
     timeout, so that a short timeout still leaves a lease.
+
+    :raises: InvalidTimers when the lease would not outlast the time
+        between two heartbeats (a timeout of twice the interval or less):
+        the conductor would stand down at every heartbeat.
     """
-    return min(heartbeat_interval + 1.0, timeout / 2.0)
+    margin = min(heartbeat_interval + 1.0, timeout / 2.0)
+    if timeout - margin <= heartbeat_interval:
+        raise exception.InvalidTimers(
+            _(
+                '[affinity]member_timeout (%(timeout)s s) must be more than '
+                'twice [affinity]heartbeat_interval (%(interval)s s): the '
+                "conductor's lease, %(lease)s s after each acknowledged "
+                'heartbeat, would run out before its next heartbeat'
+            )
+            % {
+                'timeout': timeout,
+                'interval': heartbeat_interval,
+                'lease': timeout - margin,
+            }
+        )
+    return margin
 
 
 class Lease:

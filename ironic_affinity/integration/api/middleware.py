@@ -134,10 +134,9 @@ class AffinityMiddleware:
                 CONF, process_services.started(CONF)
             ),
         )
-        LOG.info(
-            'ironic-affinity middleware loaded: hash-ring manager %(name)s',
-            {'name': CONF.affinity.hash_ring_manager},
-        )
+        # Not its hash_ring_manager: API processes follow the conductors'
+        # votes (doc/source/admin/adoption.rst).
+        LOG.info('ironic-affinity middleware loaded')
 
     def __call__(
         self, environ: dict[str, Any], start_response: Callable[..., Any]

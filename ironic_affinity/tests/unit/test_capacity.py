@@ -50,12 +50,18 @@ def rack_nodes(count, rack, prefix='node'):
 
 class ProfileTestCase(base.TestCase):
     def test_max_nodes_must_be_a_whole_number(self):
-        for bad in (-1, 1.5, '10', True, None):
+        # Above the limit too: a published entry beyond it is refused
+        # by every reader, so neither configuration nor scenario takes it.
+        for bad in (-1, 1.5, '10', True, None, profile.MAX_NODES_LIMIT + 1):
             error = self.assertRaises(
                 exception.InvalidCapacity, conductor, 'c1', bad
             )
             self.assertIn('conductor c1: max_nodes', str(error))
             self.assertIn(repr(bad), str(error))
+        self.assertEqual(
+            profile.MAX_NODES_LIMIT,
+            conductor('c1', profile.MAX_NODES_LIMIT).max_nodes,
+        )
 
     def test_capacity_is_not_part_of_the_signature(self):
         # Verdicts do not depend on capacity, so conductors that differ

@@ -18,6 +18,7 @@ thread runs each interval); the thread itself is run for start and stop.
 
 import time
 
+from ironic_affinity import exception
 from ironic_affinity import profile
 from ironic_affinity.membership import capabilities
 from ironic_affinity.membership import lease
@@ -534,5 +535,17 @@ class LeaseTestCase(MemberTestCase):
 
     def test_margin_is_a_beat_and_a_second_at_most_half_the_timeout(self):
         self.assertEqual(2.0, lease.margin_for(5, 1.0))
-        self.assertEqual(1.0, lease.margin_for(2, 1.0))
+        self.assertEqual(1.5, lease.margin_for(3, 1.0))
         self.assertEqual(1.5, lease.margin_for(30, 0.5))
+
+    def test_a_timeout_that_leaves_no_lease_is_refused(self):
+        # A lease of 1 s after each heartbeat, sent every 1 s: the
+        # conductor would stand down at every heartbeat.
+        error = self.assertRaises(
+            exception.InvalidTimers, lease.margin_for, 2, 1.0
+        )
+        self.assertIn('member_timeout (2 s) must be more than', str(error))
+        self.assertIn('heartbeat_interval (1.0 s)', str(error))
+        self.assertRaises(exception.InvalidTimers, lease.margin_for, 10, 5.0)
+        # Just above twice the interval: a lease of 0.5 s beyond it.
+        self.assertEqual(5.0, lease.margin_for(10, 4.5))
