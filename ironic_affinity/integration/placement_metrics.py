@@ -167,6 +167,7 @@ class PlacementReporter:
         # Whether the last report was during a rollout, or a switch.
         self._rolling = False
         self._switching = False
+        self._capacity = False
         self._ring_lookup = ring_lookup
         self._read_taken_by = read_taken_by
         self._outage = outage.Outage(LOG)
@@ -280,6 +281,12 @@ class PlacementReporter:
                 'placement.over_capacity',
                 sum(assignment.over_capacity().values()),
             )
+        elif self._capacity:
+            # The last max_nodes is gone: once more at 0, as the gauges
+            # would otherwise keep their last values (and alert on them).
+            self.sink.send_gauge('placement.spilled', 0)
+            self.sink.send_gauge('placement.over_capacity', 0)
+        self._capacity = settled is not None
         for name in sorted(self._loads.keys() | loads.keys()):
             self.sink.send_gauge(
                 'placement.nodes.' + metric_part(name), loads.get(name, 0)

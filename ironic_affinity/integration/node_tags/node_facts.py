@@ -12,7 +12,7 @@
 
 """What is published of a node, and the text it travels as.
 
-A node's row becomes one line of text in the process that reads it
+A node's row becomes one text of four lines in the process that reads it
 (:mod:`ironic_affinity.integration.node_tags.tag_reader`), and that text
 becomes :class:`NodeFacts` again in every process that holds it
 (:mod:`ironic_affinity.integration.node_tags.tag_follower`). Both directions

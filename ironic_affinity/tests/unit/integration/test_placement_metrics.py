@@ -216,6 +216,17 @@ class ReporterTestCase(base.TestCase):
         self.assertEqual(1, sent['placement.spilled'])
         self.assertEqual(2, sent['placement.nodes.c2'])
         self.assertEqual(1, sent['placement.nodes.c1'])
+        # max_nodes removed: once more at 0, then no longer sent.
+        self.conductors = [
+            dataclasses.replace(c, max_nodes=0) for c in self.conductors
+        ]
+        self.reporter.report()
+        sent = {name: value for name, value, _kind in self.sink.take()}
+        self.assertEqual(0, sent['placement.over_capacity'])
+        self.assertEqual(0, sent['placement.spilled'])
+        self.reporter.report()
+        sent = {name for name, _value, _kind in self.sink.take()}
+        self.assertNotIn('placement.over_capacity', sent)
 
     def test_a_rollout_is_reported_as_it_goes(self):
         # c2 changes to prefer rack30 over 60 s: the 40 rack30 nodes move
