@@ -217,7 +217,7 @@ def explain(
 def switching(
     agreement: adoption.Agreement,
     now: float,
-    nodes: Sequence[profile.NodeRequest] = (),
+    nodes: Sequence[profile.NodeRequest] | None = None,
     takeovers_pending: int | None = None,
 ) -> dict[str, Any]:
     """Where the deployment stands between Ironic's ring ("stock") and
@@ -248,7 +248,7 @@ def switching(
         'stock_voters': sorted(agreement.stock_voters),
         'outsiders': sorted(agreement.outsiders),
     }
-    if nodes:
+    if nodes is not None:
         # Keyed as the ring keys them: by uuid.
         report['nodes_to_move'] = len(
             [node for node in nodes if active and found.pending_of(node, now)]

@@ -76,6 +76,20 @@ def option_strings(opts: Sequence[cfg.Opt]) -> dict[str, bool]:
     return strings
 
 
+def given(args: Sequence[str], opts: Sequence[cfg.Opt], dest: str) -> bool:
+    """Whether the command line ``args`` sets the option ``dest``, by any
+    of its strings (oslo.config tells a value's file, not whether the
+    command line overrode it)."""
+    named = [opt for opt in opts if opt.dest == dest]
+    strings = set(option_strings(named)) - set(CONFIG_OPTIONS)
+    for arg in args:
+        if arg == '--':
+            return False
+        if arg.split('=', 1)[0] in strings:
+            return True
+    return False
+
+
 def _global(arg: str, strings: Mapping[str, bool]) -> bool | None:
     """Whether ``arg`` is a global option that takes the next argument as
     its value; None when it is no global option."""

@@ -255,6 +255,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     except cfg.Error as exc:
         return _error(str(exc).replace('\n', ' '), EXIT_FAILURE)
+    # The command's warnings are for whoever runs it: a log file named in
+    # the service's ironic.conf (Kolla's names the conductor's) is not
+    # written to, one given on the command line is.
+    for name in ('log_file', 'log_dir'):
+        if not arguments.given(args, conf.recorded_cli_opts, name):
+            conf.set_override(name, None)
     log.setup(conf, 'ironic-affinity')
     try:
         return int(conf.command.handler(conf, conf.command))

@@ -264,6 +264,32 @@ class CLITestCase(CommandTestCase):
         )
         self.assertIn('soft_anti_affinity_tags wins', result.stderr)
 
+    def test_warnings_stay_out_of_the_services_log_file(self):
+        # An ironic.conf that names the service's log file (as Kolla's
+        # does): the command writes its warnings to stderr, not there;
+        # a --log-file of its own command line is written to.
+        path = os.path.join(self.dir, 'warn.yaml')
+        with open(path, 'w') as handle:
+            handle.write(
+                'conductors:\n- {name: c1, soft_affinity_tags: a, '
+                'soft_anti_affinity_tags: a}\nnodes:\n- {name: n, '
+                'affinity_tags: a}\n'
+            )
+        service_log = os.path.join(self.dir, 'ironic-conductor.log')
+        conf = os.path.join(self.dir, 'ironic.conf')
+        with open(conf, 'w') as handle:
+            handle.write('[DEFAULT]\nlog_file = %s\n' % service_log)
+        result = self.run_cli('--config-file', conf, 'plan', path)
+        self.assertIn('soft_anti_affinity_tags wins', result.stderr)
+        self.assertFalse(os.path.exists(service_log))
+        own_log = os.path.join(self.dir, 'own.log')
+        self.run_cli(
+            '--config-file', conf, '--log-file', own_log, 'plan', path
+        )
+        with open(own_log) as handle:
+            self.assertIn('soft_anti_affinity_tags wins', handle.read())
+        self.assertFalse(os.path.exists(service_log))
+
 
 class SharpEdgesTestCase(CommandTestCase):
     """Each edge an operator met (issue 11), now one line or working."""

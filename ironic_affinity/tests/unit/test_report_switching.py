@@ -102,6 +102,12 @@ class SwitchingReportTestCase(base.TestCase):
             ('affinity', 0), (done['state'], done['nodes_to_move'])
         )
         self.assertEqual('', render.render_switching(done))
+        # A deployment without nodes: 0 to move, not no figure; none
+        # without the nodes (explain).
+        self.assertEqual(
+            0, report.switching(agreement, T0, [])['nodes_to_move']
+        )
+        self.assertNotIn('nodes_to_move', report.switching(agreement, T0))
 
     def test_takeovers_pending_on_either_side(self):
         settled = adoption.agree({'c1': None}, ())

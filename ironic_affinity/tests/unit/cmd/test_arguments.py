@@ -26,6 +26,23 @@ def _strings():
 
 
 class OptionStringsTestCase(base.TestCase):
+    def test_given_by_any_of_its_strings(self):
+        conf = arguments.RecordingConfigOpts()
+        log.register_options(conf)
+        opts = conf.recorded_cli_opts
+        for args in (
+            ['--log-file', 'f', 'plan'],
+            ['plan', '--log-file=f'],
+            ['--logfile', 'f'],
+        ):
+            self.assertTrue(arguments.given(args, opts, 'log_file'), args)
+        for args in (
+            ['--log-dir', 'd', 'plan'],
+            ['plan', '--', '--log-file', 'f'],
+            ['--config-file', 'ironic.conf'],
+        ):
+            self.assertFalse(arguments.given(args, opts, 'log_file'), args)
+
     def test_strings_and_whether_they_take_a_value(self):
         strings = _strings()
         self.assertTrue(strings['--config-file'])
