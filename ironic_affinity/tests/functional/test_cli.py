@@ -250,7 +250,9 @@ class CLITestCase(CommandTestCase):
                 metadata.version('ironic-affinity'), result.stdout.strip()
             )
 
-    def test_warnings_stay_off_stdout(self):
+    def _warning_scenario(self):
+        """A scenario that plans with a warning (a tag in both soft
+        lists)."""
         path = os.path.join(self.dir, 'warn.yaml')
         with open(path, 'w') as handle:
             handle.write(
@@ -258,6 +260,10 @@ class CLITestCase(CommandTestCase):
                 'soft_anti_affinity_tags: a}\nnodes:\n- {name: n, '
                 'affinity_tags: a}\n'
             )
+        return path
+
+    def test_warnings_stay_off_stdout(self):
+        path = self._warning_scenario()
         result = self.run_cli('plan', path, '-f', 'json')
         self.assertEqual(
             -1, json.loads(result.stdout)['placements'][0]['score']
@@ -268,13 +274,7 @@ class CLITestCase(CommandTestCase):
         # An ironic.conf that names the service's log file (as Kolla's
         # does): the command writes its warnings to stderr, not there;
         # a --log-file of its own command line is written to.
-        path = os.path.join(self.dir, 'warn.yaml')
-        with open(path, 'w') as handle:
-            handle.write(
-                'conductors:\n- {name: c1, soft_affinity_tags: a, '
-                'soft_anti_affinity_tags: a}\nnodes:\n- {name: n, '
-                'affinity_tags: a}\n'
-            )
+        path = self._warning_scenario()
         service_log = os.path.join(self.dir, 'ironic-conductor.log')
         conf = os.path.join(self.dir, 'ironic.conf')
         with open(conf, 'w') as handle:
