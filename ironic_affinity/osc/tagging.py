@@ -142,17 +142,6 @@ def plan(mapping: dict[str, Any], nodes: list[Any], key: str) -> list[Row]:
         if node.name:
             by_ident[node.name] = node
     given_as: dict[str, str] = {}
-    for ident in mapping:
-        found = by_ident.get(ident)
-        if found is None:
-            continue
-        first = given_as.setdefault(found.uuid, ident)
-        if first != ident:
-            # Two concurrent writes of one node: either could win.
-            raise exceptions.CommandError(
-                _('node %(first)s given twice, also as %(ident)s')
-                % {'first': tags.quote(first), 'ident': tags.quote(ident)}
-            )
     rows = []
     for ident, value in mapping.items():
         row = Row(ident)
@@ -161,6 +150,13 @@ def plan(mapping: dict[str, Any], nodes: list[Any], key: str) -> list[Row]:
         if found is None:
             row.status, row.why = REFUSED, _('no such node')
             continue
+        first = given_as.setdefault(found.uuid, ident)
+        if first != ident:
+            # Two concurrent writes of one node: either could win.
+            raise exceptions.CommandError(
+                _('node %(first)s given twice, also as %(ident)s')
+                % {'first': tags.quote(first), 'ident': tags.quote(ident)}
+            )
         row.uuid = found.uuid
         current = (found.extra or {}).get(key)
         row.before = _shown(current)
