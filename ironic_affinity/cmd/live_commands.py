@@ -59,7 +59,7 @@ def _switching(
     return report.switching(
         deployment.agreement,
         now,
-        deployment.nodes if count_nodes else (),
+        deployment.nodes if count_nodes else None,
         live.takeovers_pending(deployment, now),
     )
 

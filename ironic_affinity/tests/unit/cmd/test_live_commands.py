@@ -87,6 +87,8 @@ class TakeoversTestCase(base.TestCase):
             self.run_command(live_commands.explain, deployment, 'json', 'n2')
         )
         self.assertEqual(1, found['placement']['takeovers_pending'])
+        # One node's verdict does not count the deployment's nodes.
+        self.assertNotIn('nodes_to_move', found['placement'])
 
     def test_none_pending_prints_as_before(self):
         deployment = live_deployments.two_racks(
