@@ -274,10 +274,8 @@ def members(
     :param found: the members with their published profiles.
     :param rejected: members left out, with why.
     :param held: members kept from before a backend outage.
-    :param error: why the group could not be read, if it could not.
-    :param age: seconds since the group was last read.
-    :param now: seconds since the epoch: a member's changes still
-        rolling out at ``now`` are listed, with when its rollout ends.
+    :param error: why the group is unreadable (``age``: seconds since read).
+    :param now: seconds since the epoch; changes rolling out then listed.
     """
     return {
         'backend': url,
@@ -314,11 +312,15 @@ def members(
             for name, c in sorted(found.items())
         ],
         'rejected': dict(sorted(rejected.items())),
-        # From the group alone; the members command replaces it where
-        # it reads Ironic's database (live_commands.members).
-        'placement': switching(
-            adoption.agree({n: c.switching for n, c in found.items()}, ()),
-            time.time() if now is None else now,
+        # From the group alone (live_commands.members adds the database);
+        # None for an empty or unread group, which votes for nothing.
+        'placement': (
+            switching(
+                adoption.agree({n: c.switching for n, c in found.items()}, ()),
+                time.time() if now is None else now,
+            )
+            if found and error is None
+            else None
         ),
     }
 
@@ -327,11 +329,9 @@ def _rollout(
     conductor: profile.ConductorProfile, now: float | None
 ) -> dict[str, Any]:
     """A member's changes rolling out at ``now``, and when they end."""
-    changes = (
-        rollout.unfinished(conductor.changes, now)
-        if now is not None
-        else conductor.changes
-    )
+    changes = conductor.changes
+    if now is not None:
+        changes = rollout.unfinished(changes, now)
     return {
         'changes': [
             {

@@ -193,7 +193,7 @@ def members(conf: cfg.ConfigOpts, args: Any) -> int:
         age=snapshot.age(),
         now=time.time(),
     )
-    if conf.database.connection and not snapshot.stale:
+    if conf.database.connection and result['placement'] is not None:
         result['placement'] = _placement_from_database(conf, snapshot, result)
     output.emit(result, render.render_members(result), args.format)
     # An unreadable backend shows in the status too, for monitoring.

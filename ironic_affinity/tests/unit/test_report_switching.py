@@ -68,6 +68,19 @@ class SwitchingReportTestCase(base.TestCase):
             "voting for Ironic's ring (hash_ring_manager = stock): c1", text
         )
 
+    def test_an_empty_or_unread_group_says_no_side(self):
+        # Nobody votes: "Ironic's ring" would send the operator back to
+        # Ironic's commands (adoption.rst) for a wrong group name.
+        found = {'c1': voting('c1', 'stock', [ORIGIN])}
+        for members, error in (({}, None), ({}, 'no answer'), (found, 'x')):
+            result = report.members(
+                members, 'file:///x', 'g', rejected={}, error=error, now=T0
+            )
+            self.assertIsNone(result['placement'], (members, error))
+            text = render.render_members(result)
+            self.assertNotIn('Placement', text)
+            self.assertNotIn('VOTE', text)
+
     def test_a_due_switch_names_its_recorder(self):
         found = {
             'c2': voting('c2', 'affinity', [ORIGIN]),
