@@ -218,3 +218,11 @@ class WorkedFiguresTestCase(base.TestCase):
         self.assertEqual(113 * 180, self.period(10_000, 10))
         self.assertEqual(5.65 * 3600, self.period(10_000, 10))
         self.assertEqual(9 * 180, self.period(300, 3))
+
+    def test_kolla_rollback(self):
+        text = ' '.join(doc_text.read('install/kolla-ansible.rst').split())
+        self.assertIn(
+            '6,300 s, 1.75 hours, for 2,000 nodes over 6 conductors', text
+        )
+        self.assertEqual(6_300, self.period(2_000, 6))
+        self.assertEqual(1.75 * 3600, self.period(2_000, 6))
