@@ -105,7 +105,7 @@ class ProcessServices:
         self.states = placement_state.PlacementStates(
             self.view,
             active_source.ActiveConductorSource(
-                lambda: self.database.active_conductors(
+                lambda: self.database.live_conductors(
                     conf.conductor.heartbeat_timeout
                 ),
                 LOG,
@@ -115,9 +115,6 @@ class ProcessServices:
                 # The tag cache's failures tell of an outage that no
                 # lookup of this process saw.
                 database_failed_at=lambda: self.database.failed_at,
-                read_registering=lambda: self.database.registering_conductors(
-                    conf.conductor.heartbeat_timeout
-                ),
             ),
             lambda: float(conf.hash_ring_reset_interval),
             static=self.database.sqlite,

@@ -102,14 +102,36 @@ def active_conductors(
     use_groups: bool = True,
     now: datetime.datetime | None = None,
 ) -> dict[str, frozenset[str]]:
-    """Ironic's active conductors, by hardware type.
+    """Ironic's active conductors, by hardware type: the first half of
+    :func:`live_conductors`."""
+    return live_conductors(
+        connection, heartbeat_timeout, sqlite, use_groups, now
+    )[0]
+
+
+def live_conductors(
+    connection: sa.Connection,
+    heartbeat_timeout: int,
+    sqlite: bool,
+    use_groups: bool = True,
+    now: datetime.datetime | None = None,
+) -> tuple[dict[str, frozenset[str]], frozenset[str]]:
+    """Ironic's active conductors by hardware type, and the conductors
+    Ironic counts as live that list no hardware type, in one statement.
+
+    A conductor that starts over its own row (after SIGUSR1 kept it
+    registered) deletes its hardware interfaces and writes them again in
+    two transactions: between them it is in the second set, though it
+    never stopped. Two statements could each miss it, one before its new
+    rows and one after.
 
     :param heartbeat_timeout: Ironic's ``[conductor]heartbeat_timeout``.
     :param sqlite: whether Ironic runs on SQLite (see :func:`is_sqlite`).
     :param use_groups: keys ``'<conductor_group>:<hardware_type>'`` if
         true, ``'<hardware_type>'`` if not, as Ironic's own switch.
     :param now: the current UTC time, naive; the clock by default.
-    :returns: key -> hostnames of the conductors running it.
+    :returns: (key -> hostnames of the conductors running it, hostnames
+        of the live conductors with no hardware type).
     """
     conductors = CONDUCTORS.c
     query = sa.select(
@@ -117,39 +139,23 @@ def active_conductors(
         conductors.conductor_group,
         HARDWARE_INTERFACES.c.hardware_type,
     ).select_from(
-        HARDWARE_INTERFACES.join(
-            CONDUCTORS,
+        CONDUCTORS.outerjoin(
+            HARDWARE_INTERFACES,
             HARDWARE_INTERFACES.c.conductor_id == conductors.id,
         )
     )
     query = _live(query, heartbeat_timeout, sqlite, now)
     found: dict[str, set[str]] = {}
+    registering = set()
     # One row per registered interface: many rows per conductor and type.
     for hostname, group, hardware_type in connection.execute(query):
+        if hardware_type is None:
+            registering.add(hostname)
+            continue
         key = '%s:%s' % (group, hardware_type) if use_groups else hardware_type
         found.setdefault(key, set()).add(hostname)
-    return {key: frozenset(hosts) for key, hosts in found.items()}
-
-
-def registering_conductors(
-    connection: sa.Connection,
-    heartbeat_timeout: int,
-    sqlite: bool,
-    now: datetime.datetime | None = None,
-) -> frozenset[str]:
-    """Conductors Ironic counts as live that list no hardware type.
-
-    A conductor that starts over its own row (after SIGUSR1 kept it
-    registered) deletes its hardware interfaces and writes them again in
-    two transactions: between them, :func:`active_conductors` lists it
-    nowhere, though it never stopped.
-    """
-    conductors = CONDUCTORS.c
-    query = sa.select(conductors.hostname).where(
-        ~sa.exists().where(HARDWARE_INTERFACES.c.conductor_id == conductors.id)
-    )
-    query = _live(query, heartbeat_timeout, sqlite, now)
-    return frozenset(connection.execute(query).scalars())
+    active = {key: frozenset(hosts) for key, hosts in found.items()}
+    return active, frozenset(registering)
 
 
 def _live(
@@ -320,12 +326,12 @@ class IronicDatabase:
                 connection, heartbeat_timeout, self.sqlite, use_groups
             )
 
-    def registering_conductors(self, heartbeat_timeout: int) -> frozenset[str]:
-        """See :func:`registering_conductors`."""
+    def live_conductors(
+        self, heartbeat_timeout: int
+    ) -> tuple[dict[str, frozenset[str]], frozenset[str]]:
+        """See :func:`live_conductors`."""
         with self.engine.connect() as connection:
-            return registering_conductors(
-                connection, heartbeat_timeout, self.sqlite
-            )
+            return live_conductors(connection, heartbeat_timeout, self.sqlite)
 
     def taken_by(self) -> dict[str, str | None]:
         """The nodes Ironic's takeover considers now: see

@@ -45,7 +45,9 @@ its hardware interfaces and writes them again at start, in two
 transactions: a read between them lists it nowhere, and a ring built
 from that read would move its nodes until the next one. A conductor
 that the last read listed, and that Ironic still counts as live with no
-hardware interface at all, is kept under what it ran.
+hardware interface at all, is kept under what it ran. Both come from
+one statement: read apart, a conductor could miss both, the first read
+between its two writes and the second after them.
 """
 
 from collections.abc import Callable
@@ -63,22 +65,20 @@ class ActiveConductorSource:
 
     def __init__(
         self,
-        read: Callable[[], active_members.ActiveConductors],
+        read: Callable[[], tuple[active_members.ActiveConductors, Set[str]]],
         log: Any,
         clock: Callable[[], float] = time.monotonic,
         recovery_grace: Callable[[], float] = lambda: 0.0,
         database_failed_at: Callable[[], float | None] = lambda: None,
-        read_registering: Callable[[], Set[str]] = frozenset,
     ) -> None:
-        """:param recovery_grace: seconds after an outage during which the
+        """:param read: the active conductors by key, and the conductors
+            Ironic counts as live that list no hardware type, read at once.
+        :param recovery_grace: seconds after an outage during which the
             conductors of before it are kept (read at each recovery).
         :param database_failed_at: ``clock()`` of the last failure of any
             reader of the same database, or None.
-        :param read_registering: the conductors Ironic counts as live
-            that list no hardware type, read now.
         """
         self._read = read
-        self._read_registering = read_registering
         self._log = log
         self._clock = clock
         self._recovery_grace = recovery_grace
@@ -94,7 +94,7 @@ class ActiveConductorSource:
 
     def __call__(self) -> dict[str, frozenset[str]]:
         try:
-            found = self._through_registration(self._read())
+            found = self._through_registration(*self._read())
         except Exception as exc:
             if self._last is None:
                 raise
@@ -135,7 +135,7 @@ class ActiveConductorSource:
         return max((t for t in times if t is not None), default=-math.inf)
 
     def _through_registration(
-        self, found: active_members.ActiveConductors
+        self, found: active_members.ActiveConductors, registering: Set[str]
     ) -> active_members.ActiveConductors:
         """``found``, with the conductors the last read listed that are
         registering again added back under their keys of that read."""
@@ -145,7 +145,7 @@ class ActiveConductorSource:
         gone = set().union(*self._last.values()) - listed
         if not gone:
             return found
-        back = gone & self._read_registering()
+        back = gone & registering
         if not back:
             return found
         self._log.debug(

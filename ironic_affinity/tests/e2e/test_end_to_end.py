@@ -22,6 +22,7 @@ import signal
 import time
 
 import sqlalchemy as sa
+from testtools import content
 
 from ironic_affinity.integration.data import ironic_db
 from ironic_affinity.tests.e2e import base
@@ -771,18 +772,41 @@ class EndToEndTestCase(base.TestCase):
         self.assertFalse(marked_offline, 'Ironic wrote the conductor offline')
         self.assertEqual(set(), moved)
         # The conductors agree: no node's power sync ran anywhere else.
-        synced = dep.power_synced_since(offsets)
-        for node, conductors in synced.items():
-            self.assertLessEqual(conductors, {placed[node]}, node)
+        self._synced_only_where_placed(dep, offsets, placed)
         # The new process deleted its hardware interfaces and wrote them
         # again; a ring rebuilt between the two moved its nodes (once in
         # CI, on c956cfd). Held apart here for three ring rebuilds.
         offsets = dep.log_offsets()
         self._without_interfaces(self.name(1), 3 * 2 + 1)
         time.sleep(2)
+        self._synced_only_where_placed(dep, offsets, placed)
+
+    def _synced_only_where_placed(self, dep, offsets, placed):
+        """No power sync since ``offsets`` ran on a conductor other than
+        the node's in ``placed``; on failure, each conductor's lines of
+        the plugin and of those nodes, for a rare case not seen when
+        watched (Ironic 39 in the gate on 84b68cc)."""
         synced = dep.power_synced_since(offsets)
-        for node, conductors in synced.items():
-            self.assertLessEqual(conductors, {placed[node]}, node)
+        wrong = {
+            node: sorted(conductors)
+            for node, conductors in synced.items()
+            if not conductors <= {placed[node]}
+        }
+        if wrong:
+            ends = dep.log_offsets()
+            for name, start in offsets.items():
+                lines = [
+                    line
+                    for line in dep.log_since(name, start, ends[name]).split(
+                        '\n'
+                    )
+                    if 'ironic_affinity' in line
+                    or any(node in line for node in wrong)
+                ]
+                self.addDetail(
+                    name, content.text_content('\n'.join(lines)[-30000:])
+                )
+        self.assertEqual({}, wrong, 'power synced away from its conductor')
 
     def _without_interfaces(self, name, seconds):
         """Ironic's rows of the hardware interfaces of conductor ``name``

@@ -69,6 +69,8 @@ class ActiveConductors:
 
     def __init__(self, active: dict[str, set[str]] | None = None) -> None:
         self.active = active or {}
+        #: Live, with no hardware type: between a restart's two writes.
+        self.registering: set[str] = set()
         self.reads = 0
         self.error: Exception | None = None
 
@@ -77,3 +79,7 @@ class ActiveConductors:
         if self.error is not None:
             raise self.error
         return {key: set(hosts) for key, hosts in self.active.items()}
+
+    def live(self) -> tuple[dict[str, set[str]], frozenset[str]]:
+        """Both, as ``Database.live_conductors`` reads them."""
+        return self(), frozenset(self.registering)

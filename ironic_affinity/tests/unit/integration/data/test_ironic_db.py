@@ -225,15 +225,40 @@ class _Cases:
         self.conductor('offline', (), online=False)
         self.conductor('stale', (), age=TIMEOUT + 1)
         with self.database.engine.connect() as connection:
-            found = ironic_db.registering_conductors(
+            active, found = ironic_db.live_conductors(
                 connection, TIMEOUT, False, now=NOW
             )
-            on_sqlite = ironic_db.registering_conductors(
+            _, on_sqlite = ironic_db.live_conductors(
                 connection, TIMEOUT, True, now=NOW
             )
         self.assertEqual(frozenset({'registering'}), found)
         self.assertEqual(frozenset({'registering', 'stale'}), on_sqlite)
-        self.assertNotIn('registering', set().union(*self.active().values()))
+        # The same statement lists the running ones, as active_conductors.
+        self.assertEqual(self.active(), active)
+        self.assertNotIn('registering', set().union(*active.values()))
+
+    def test_one_statement_reads_both(self):
+        # Two statements could miss a restarting conductor in both: the
+        # first between its delete and its new rows, the second after
+        # them (the ring dropped its nodes for one rebuild).
+        self.conductor('c1')
+        statements = []
+
+        def seen(conn, cursor, statement, *args):
+            if 'conductor' in statement.lower():
+                statements.append(statement)
+
+        sa.event.listen(self.database.engine, 'before_cursor_execute', seen)
+        self.addCleanup(
+            sa.event.remove,
+            self.database.engine,
+            'before_cursor_execute',
+            seen,
+        )
+        active, registering = self.database.live_conductors(0)
+        self.assertEqual({':fake-hardware': frozenset({'c1'})}, active)
+        self.assertEqual(frozenset(), registering)
+        self.assertEqual(1, len(statements), statements)
 
     def test_now_defaults_to_the_clock(self):
         self.conductor('old', age=0)  # NOW is long past

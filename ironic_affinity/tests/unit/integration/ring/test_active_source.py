@@ -23,7 +23,7 @@ class ActiveConductorSourceTestCase(base.TestCase):
         self.log = logging.getLogger('test-active')
         self.reader = fakes.ActiveConductors({':x': {'c1', 'c2'}})
         self.source = active_source.ActiveConductorSource(
-            self.reader, self.log, fakes.booted_clock()
+            self.reader.live, self.log, fakes.booted_clock()
         )
 
     def test_reads_through(self):
@@ -32,13 +32,8 @@ class ActiveConductorSourceTestCase(base.TestCase):
         self.assertEqual({':x': frozenset({'c1'})}, self.source())
 
     def test_a_conductor_registering_again_keeps_what_it_ran(self):
-        registering = set()
-        source = active_source.ActiveConductorSource(
-            self.reader,
-            self.log,
-            fakes.booted_clock(),
-            read_registering=lambda: frozenset(registering),
-        )
+        registering = self.reader.registering
+        source = self.source
         self.reader.active = {':x': {'c1', 'c2'}, ':y': {'c1'}}
         source()
         # c1 restarts: its interfaces are deleted, not yet written again.
@@ -62,12 +57,8 @@ class ActiveConductorSourceTestCase(base.TestCase):
         self.assertEqual({':x': frozenset({'c2'})}, source())
 
     def test_a_conductor_never_listed_is_not_added(self):
-        source = active_source.ActiveConductorSource(
-            self.reader,
-            self.log,
-            fakes.booted_clock(),
-            read_registering=lambda: frozenset({'c9'}),
-        )
+        self.reader.registering.add('c9')
+        source = self.source
         self.assertEqual({':x': frozenset({'c1', 'c2'})}, source())
         self.reader.active = {':x': {'c1'}}
         self.assertEqual({':x': frozenset({'c1'})}, source())
@@ -96,7 +87,7 @@ class ActiveConductorSourceTestCase(base.TestCase):
     def test_after_an_outage_the_conductors_of_before_stay_a_grace(self):
         clock = fakes.booted_clock()
         source = active_source.ActiveConductorSource(
-            self.reader, self.log, clock, recovery_grace=lambda: 5.0
+            self.reader.live, self.log, clock, recovery_grace=lambda: 5.0
         )
         source()
         self.reader.error = RuntimeError('database away')
@@ -127,7 +118,7 @@ class ActiveConductorSourceTestCase(base.TestCase):
         clock = fakes.booted_clock()
         failed_at = []
         source = active_source.ActiveConductorSource(
-            self.reader,
+            self.reader.live,
             self.log,
             clock,
             recovery_grace=lambda: 5.0,
@@ -148,7 +139,7 @@ class ActiveConductorSourceTestCase(base.TestCase):
     def test_a_sibling_failure_before_our_read_gives_no_grace(self):
         clock = fakes.booted_clock()
         source = active_source.ActiveConductorSource(
-            self.reader,
+            self.reader.live,
             self.log,
             clock,
             recovery_grace=lambda: 5.0,
