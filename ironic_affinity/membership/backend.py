@@ -15,6 +15,7 @@
 import contextlib
 import importlib.util
 import os
+import threading
 from typing import Any
 import urllib.parse
 
@@ -202,6 +203,13 @@ def discard(coordinator: coordination.CoordinationDriver) -> None:
     when the old one was given up on during an outage: readers would
     then drop the live member until it joins again. So that driver's
     Redis client is taken from it before it stops, and closed here.
+
+    The stop itself runs in a thread of its own: it waits for the
+    driver's worker, which may sit in a read from a server that stopped
+    answering for as long as the URL's ``socket_timeout`` allows (60 s,
+    retried once, in Kolla-Ansible's URL), and the caller needs a new
+    client now (after a Sentinel failover, one asking for the new
+    master).
     """
     joined = getattr(coordinator, '_joined_groups', None)
     if isinstance(joined, set):
@@ -210,10 +218,14 @@ def discard(coordinator: coordination.CoordinationDriver) -> None:
     if type(coordinator).__module__ == 'tooz.drivers.redis':
         redis_client = getattr(coordinator, '_client', None)
         coordinator._client = None  # type: ignore[attr-defined]
-    try:
-        coordinator.stop()
-    except Exception:  # noqa: BLE001, S110 - discarding it anyway
-        pass
-    if redis_client is not None:
-        with contextlib.suppress(Exception):
-            redis_client.connection_pool.disconnect()
+
+    def stop() -> None:
+        try:
+            coordinator.stop()
+        except Exception:  # noqa: BLE001, S110 - discarding it anyway
+            pass
+        if redis_client is not None:
+            with contextlib.suppress(Exception):
+                redis_client.connection_pool.disconnect()
+
+    threading.Thread(target=stop, name='affinity-discard', daemon=True).start()

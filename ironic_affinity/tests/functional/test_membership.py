@@ -161,6 +161,22 @@ class MemberHelpers:
         process.wait(10)
         process.stdout.close()
 
+    def sample_view(self):
+        """The view's snapshots, taken every 0.1 s in a thread until the
+        event is set: (snapshots, event, thread)."""
+        samples = []
+        done = threading.Event()
+
+        def sample():
+            while not done.is_set():
+                samples.append(self.view.snapshot())
+                time.sleep(0.1)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        self.addCleanup(done.set)
+        return samples, done, sampler
+
     def wait_view(self, predicate, timeout=30.0):
         snapshot = self.view.wait_for(predicate, timeout)
         self.assertIsNotNone(
@@ -402,16 +418,7 @@ class OutageMixin:
         self.start_member('a')
         self.start_member('b')
         self.wait_view(lambda s: {'a', 'b'} <= set(s.members))
-        samples = []
-        done = threading.Event()
-
-        def sample():
-            while not done.is_set():
-                samples.append(self.view.snapshot())
-                time.sleep(0.1)
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
+        samples, done, sampler = self.sample_view()
         self.server.stop()
         LOG.info('Server stopped')
         stale = self.wait_view(lambda s: s.stale, 120)
