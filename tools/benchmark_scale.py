@@ -46,8 +46,8 @@ redis-server; tox -e e2e installs the Python side::
 
 The database is on the machine's PostgreSQL (IRONIC_AFFINITY_E2E_POSTGRES,
 as for the end-to-end tests) while it has connections enough: about
-10 a conductor and 20 more (8 conductors used 73), which the shared
-server, at max_connections 100, has not for 30. Then, or with
+10 a conductor and 20 more (8 conductors used 74: scale.rst), which
+the shared server, at max_connections 100, has not for 30. Then, or with
 --own-postgres, the run has a PostgreSQL cluster of its own
 (scratch_postgres.py: initdb in a temporary folder, max_connections 500,
 the shared server's version and settings otherwise), removed at the end.

@@ -17,6 +17,7 @@ plugin's default timers; the view is held by the test process, i.e. a
 second process, as an API service would hold it.
 """
 
+from importlib import metadata
 import json
 import logging
 import os
@@ -363,6 +364,13 @@ class MembershipMixin(MemberHelpers):
         # tooz 9.1.0 reads the group in one call where the driver has
         # it; older tooz lists it, then asks each member. Both must see
         # the same members with the same capabilities.
+        if not hasattr(
+            coordination.CoordinationDriver, 'get_members_with_capabilities'
+        ):
+            # Both would be list+each (master's constraints pin 9.0.1).
+            self.skipTest(
+                'tooz %s has no one-call read' % metadata.version('tooz')
+            )
         self.start_member('a')
         self.start_member('b', dict(TAGS, soft_affinity_tags='rack7'))
         self.wait_view(lambda s: {'a', 'b'} <= set(s.members))
