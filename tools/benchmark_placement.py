@@ -34,9 +34,10 @@ installed::
     python tools/benchmark_placement.py [--quick] [--check] [--seed N]
 
 ``--check`` makes the exit status 1 when a goal fails. ``--quick`` shrinks
-the cost section for a smoke run (under a minute);
-the balance and movement sections keep their full sizes, since their
-bounds only mean something at those sizes. The full run takes a few
+the cost section, the tag mix, the fair reference and the ring columns
+for a smoke run (under a minute); the balance and movement sections keep
+their node and conductor counts, since their bounds only mean something
+at those sizes. The full run takes a few
 minutes on two cores. Timings are the best of three wall-clock runs.
 """
 

@@ -14,10 +14,12 @@
 
 On a real coordination server (Redis, started on a free port and stopped
 again), two member processes stand in for conductors c1 and c2, with
-``[affinity]rebalance_period``, and two observer processes (A and B), each
-with its own member view at the default watch interval, place ``--nodes``
+``[affinity]rebalance_period``, and three observer processes, each with
+its own member view at the default watch interval, place ``--nodes``
 nodes ten times a second on a shared grid of moments and write what they
-found. B starts in the middle of the rollout. The story:
+found: A, B half a second after A (processes read the group each at its
+own phase), and C, which starts in the middle of the rollout. The
+story:
 
 * all nodes carry rack10, which c2 prefers: they start on c2;
 * at t=0, c1's tags are reloaded to prefer rack10 more (SIGHUP): every
@@ -424,7 +426,7 @@ def main() -> int:
         return 0
     folder = tempfile.mkdtemp()
     print(
-        '%d nodes, two observers at the default watch interval, '
+        '%d nodes, three observers at the default watch interval, '
         'Redis; moments every %.1f s' % (args.nodes, TICK)
     )
     with servers.RedisServer() as server:

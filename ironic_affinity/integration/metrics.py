@@ -29,10 +29,14 @@ PREFIX = 'ironic_affinity'
 COLLECTOR_PREFIX = 'ironic.conductor.manager.affinity'
 
 
-def sink(conf: Any) -> Any:
-    """Ironic's metric logger for our names, or None when Ironic's
-    backend is ``noop``: nothing to compute then."""
+def sink(conf: Any, api_process: bool = False) -> Any:
+    """Ironic's metric logger for our names, or None when nothing would
+    leave this process: Ironic's backend is ``noop``, or this is an API
+    process with the ``collector``, whose figures only conductors send
+    (each API worker would otherwise place every node for nothing)."""
     if conf.metrics.backend == 'noop':
+        return None
+    if api_process and conf.metrics.backend == 'collector':
         return None
     try:
         from ironic.common import metrics_utils

@@ -222,7 +222,9 @@ def started(conf: cfg.ConfigOpts) -> ProcessServices:
         return found
     with _LOCK:
         if _STARTED is None:
-            services = ProcessServices(conf, metrics.sink(conf))
+            services = ProcessServices(
+                conf, metrics.sink(conf, api_process=_API_PROCESS)
+            )
             services.start()
             _STARTED = services
         return _STARTED

@@ -90,7 +90,7 @@ TAKEN_WITHIN = 60
 # The service launcher's bound on a stop: its first half is the plugin's
 # to leave the group and drain (conductor_lifecycle.stop_budget). At 5 s, a
 # conductor that took 1 s to leave and 4 s to drain was killed before
-# Ironic deregistered it (in .ci/run on b7c3f87, on every release).
+# Ironic deregistered it (in an earlier .ci/run, on every release).
 GRACEFUL = 20
 EXTRA_CONF = """
 [DEFAULT]
@@ -255,7 +255,7 @@ class Requests:
         # sent while every node was on Ironic's ring reached a conductor
         # as it drained for its restart, and was answered 4.5 s later,
         # after the window where that error is expected had closed
-        # (Ironic 29, CI on 8be76a0), as dated by its answer alone.
+        # (Ironic 29, in an earlier CI run), as dated by its answer alone.
         sent = time.time()
         try:
             status, answer = self.dep._request(method, path, body)
@@ -272,10 +272,10 @@ class Requests:
             )
 
 
-# In CI on every release, as an ordinary case. It was out of CI between
-# 01e0376 and this change, after failing on two releases in .ci/run on
-# 8be76a0, both explained since: on Ironic 35 the API middleware placed
-# a node it had just created by hashing (299d12c); on Ironic 29 a power
+# In CI on every release, as an ordinary case. It was out of CI for a
+# while, after failing on two releases in an earlier
+# .ci/run, both explained since: on Ironic 35 the API middleware placed
+# a node it had just created by hashing (fixed since); on Ironic 29 a power
 # action sent while every node was on Ironic's ring reached a conductor
 # draining for its restart, and was dated by its answer, after the
 # window where that error is expected (a failure now keeps both times).

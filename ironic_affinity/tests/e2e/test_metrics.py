@@ -148,7 +148,7 @@ class MetricsTestCase(base.TestCase):
             # Each figure is a datagram of its own, and a report sends
             # several: the nodes per conductor before the orphans and the
             # moves. Under load the listener was seen to hold the first
-            # and not yet the rest (CI on e94767c), so a report is read
+            # and not yet the rest (in an earlier CI run), so a report is read
             # once the next one has begun.
             sent = len(statsd.seen(part1))
             dep.wait(

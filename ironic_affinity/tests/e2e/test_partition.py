@@ -53,7 +53,7 @@ DB_FAILOVER = 5.0 + 2.0 + 2 * SYNC + 1.0
 # just before conductor1's first heartbeat after the heal, and its sync
 # at 15.72 found that read not yet 2 s old, so it synced conductor1's
 # nodes once more, 4 s after conductor1 was back; 5.0 s was measured,
-# and CI on e94767c (loaded) exceeded the 6 s bound this lacked.
+# and an earlier CI run (loaded) exceeded the 6 s bound this lacked.
 DB_HEAL = 1.0 + 2.0 + SYNC + SYNC + 1.0
 # One owner per node again after the heal: the cut conductor's next
 # heartbeat (1 s) and its client's reconnection (about 1 s), the others'

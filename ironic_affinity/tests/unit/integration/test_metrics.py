@@ -12,6 +12,10 @@
 
 """Our names through Ironic's metric logger (a fake one)."""
 
+import sys
+import types
+from unittest import mock
+
 from ironic_affinity.integration import metrics
 from ironic_affinity.tests import base
 from ironic_affinity.tests.unit.integration import test_placement_metrics
@@ -54,3 +58,34 @@ class NamedTestCase(base.TestCase):
             + [('ironic_affinity.placement.orphans', 0, 'g')],
             logger.sent,
         )
+
+
+class SinkTestCase(base.TestCase):
+    def sink(self, backend, api_process):
+        conf = types.SimpleNamespace(
+            metrics=types.SimpleNamespace(backend=backend), host='h'
+        )
+        # Ironic's module, faked: the unit tests run without Ironic.
+        utils = types.ModuleType('ironic.common.metrics_utils')
+        utils.get_metrics_logger = lambda prefix, host: Logger()
+        modules = {
+            'ironic': types.ModuleType('ironic'),
+            'ironic.common': types.ModuleType('ironic.common'),
+            'ironic.common.metrics_utils': utils,
+        }
+        with mock.patch.dict(sys.modules, modules):
+            return metrics.sink(conf, api_process=api_process)
+
+    def test_only_where_figures_leave_the_process(self):
+        # The collector's figures leave with a conductor's sensor data:
+        # an API worker would place every node for nothing.
+        for backend, api_process, sent in (
+            ('noop', False, False),
+            ('noop', True, False),
+            ('statsd', False, True),
+            ('statsd', True, True),
+            ('collector', False, True),
+            ('collector', True, False),
+        ):
+            found = self.sink(backend, api_process)
+            self.assertEqual(sent, found is not None, (backend, api_process))
