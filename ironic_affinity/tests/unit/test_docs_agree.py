@@ -25,6 +25,8 @@ from ironic_affinity import adoption
 from ironic_affinity import profile
 from ironic_affinity import report
 from ironic_affinity import scenario
+from ironic_affinity.cmd import cli
+from ironic_affinity.cmd import live_commands
 from ironic_affinity.tests import base
 from ironic_affinity.tests.unit import doc_text
 
@@ -184,6 +186,24 @@ class CommandsDocTestCase(base.TestCase):
         )
         missing = sorted(set(produced) - self.placement)
         self.assertEqual([], missing, 'placement')
+
+
+class ExitCodesDocTestCase(base.TestCase):
+    def test_the_statuses_the_commands_give(self):
+        # The page's "Exit codes" entries are ``N`` lines of their own.
+        section = doc_text.between(
+            doc_text.read('cli/index.rst'), 'Exit codes\n', None
+        )
+        documented = {
+            int(n) for n in re.findall(r'^``(\d+)``$', section, re.M)
+        }
+        given = {
+            0,
+            cli.EXIT_FAILURE,
+            cli.EXIT_USAGE,
+            live_commands.EXIT_PROBLEM,
+        }
+        self.assertEqual(given, documented)
 
 
 class WorkedFiguresTestCase(base.TestCase):
