@@ -602,7 +602,7 @@ def print_cost(label: str, cost: Cost) -> None:
         ('new engine + score each tag set', cost.ours_scoring),
         ('new engine + place_all(nodes)', cost.ours_all),
         ('new engine + place() each node', cost.ours_one),
-        ('warm place() (memoised)', cost.ours_warm * cost.nodes),
+        ('warm place()', cost.ours_warm * cost.nodes),
         ('stock: new HashRing (build only)', cost.stock_build),
         ('stock: new HashRing + get_nodes each', cost.stock_all),
         ('stock: get_nodes each, same ring', cost.stock_warm * cost.nodes),
