@@ -162,6 +162,20 @@ class MemberHelpers:
         process.wait(10)
         process.stdout.close()
 
+    def members_hiding(self, password, shown):
+        """Run ``ironic-affinity members`` beside a member, both with
+        --debug: it lists the backend as ``shown``, and ``password`` is
+        in no output and no log. The command's result."""
+        self.start_member('a', extra=['--debug'])
+        self.wait_view(lambda s: 'a' in s.members)
+        path = os.path.join(self.conf_dir, 'a.conf')
+        result = self.members_command(path, '--debug', 'members')
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertIn(shown, result.stdout)
+        for text in (result.stdout, result.stderr, self.logs()):
+            self.assertNotIn(password, text)
+        return result
+
     def sample_view(self):
         """The view's snapshots, taken every 0.1 s in a thread until the
         event is set: (snapshots, event, thread)."""
@@ -482,14 +496,7 @@ class PasswordTestCase(MemberHelpers, base.TestCase):
         return servers.RedisServer(self.PASSWORD)
 
     def test_password_protected_backend(self):
-        self.start_member('a', extra=['--debug'])
-        self.wait_view(lambda s: 'a' in s.members)
-        path = os.path.join(self.conf_dir, 'a.conf')
-        result = self.members_command(path, '--debug', 'members')
-        self.assertEqual(0, result.returncode, result.stderr)
-        self.assertIn(':***@127.0.0.1', result.stdout)
-        for text in (result.stdout, result.stderr, self.logs()):
-            self.assertNotIn(self.PASSWORD, text)
+        self.members_hiding(self.PASSWORD, ':***@127.0.0.1')
 
     def test_wrong_password_is_an_outage_without_the_password(self):
         wrong = self.server.url.replace(self.PASSWORD, 'Wr0ng-pass')
