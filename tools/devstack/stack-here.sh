@@ -350,11 +350,14 @@ restore_files() {
         dpkg-divert --local --rename --remove /bin/systemctl
     fi
     # Packages next: purging them takes their files along. sudo was
-    # installed by "prepare" (root needs no sudo here).
+    # installed by "prepare" (root needs no sudo here); DevStack's
+    # grub-efi-amd64-signed is marked essential. Only packages that were
+    # not there before go.
     local added removed
     added=$(comm -13 "$STATE/packages" <(dpkg-query -W -f '${Package}\n' | sort) | xargs)
     if [[ -n $added ]]; then
-        DEBIAN_FRONTEND=noninteractive SUDO_FORCE_REMOVE=yes apt-get purge -y -q $added > "$OUT/purge.out" 2>&1
+        DEBIAN_FRONTEND=noninteractive SUDO_FORCE_REMOVE=yes apt-get purge -y -q \
+            --allow-remove-essential $added > "$OUT/purge.out" 2>&1
     fi
     removed=$(comm -23 "$STATE/packages" <(dpkg-query -W -f '${Package}\n' | sort) | xargs)
     if [[ -n $removed ]]; then
@@ -385,6 +388,8 @@ restore_files() {
 }
 
 undo() {
+    [[ -s $STATE/packages ]] ||
+        die "nothing to undo: no state saved in $STATE (\"prepare\" saves it)"
     collect_logs
     stop_everything
     restore_mariadb
