@@ -100,6 +100,7 @@ list_paths() {
 save_machine() {
     mkdir -p "$STATE"
     dpkg-query -W -f '${Package}\n' | sort > "$STATE/packages"
+    dpkg-query -W -f '${Package} ${Version}\n' | sort > "$STATE/versions"
     # The configuration and the trees DevStack writes to: new paths are
     # removed by "undo", changed files put back.
     tar -C / -cpf "$STATE/etc.tar" etc
@@ -415,6 +416,8 @@ show_machine() {
         echo "systemctl is systemd's: $(cd / && grep '  bin/systemctl$' /var/lib/dpkg/info/systemd.md5sums | md5sum -c --quiet - > /dev/null 2>&1 && echo yes || echo no)"
         echo "stack user: $(getent passwd stack > /dev/null && echo present || echo absent)"
         echo "packages not there before: $(comm -13 "$OUT/packages.before" <(dpkg-query -W -f '${Package}\n' | sort) | wc -l)"
+        # Shown, not undone: an older version may be gone from the archive.
+        echo "packages of another version than before: $(comm -13 "$OUT/versions.before" <(dpkg-query -W -f '${Package} ${Version}\n' | sort) | xargs)"
         echo "ports listening now and not before: $(comm -13 "$OUT/listening.before" <(ss -Hltn | awk '{print $4}' | sort -u) | xargs)"
     } | tee "$OUT/machine-after"
 }
@@ -427,6 +430,7 @@ for step in "${STEPS[@]}"; do
     if [[ $step == undo ]]; then
         # Kept for show_machine, once the saved state is gone.
         cp "$STATE/packages" "$OUT/packages.before" 2>/dev/null || true
+        cp "$STATE/versions" "$OUT/versions.before" 2>/dev/null || true
         cp "$STATE/listening" "$OUT/listening.before" 2>/dev/null || true
     fi
     set +o errexit
@@ -437,6 +441,7 @@ for step in "${STEPS[@]}"; do
         if [[ $KEEP == False && $step != undo && " ${STEPS[*]} " == *" undo "* ]]; then
             say "$step failed: undoing"
             cp "$STATE/packages" "$OUT/packages.before" 2>/dev/null || true
+            cp "$STATE/versions" "$OUT/versions.before" 2>/dev/null || true
             cp "$STATE/listening" "$OUT/listening.before" 2>/dev/null || true
             timed undo undo || true
         fi
