@@ -301,6 +301,11 @@ class Opt:
         self.name = name
 opts = [Opt('host_ip')]
 EOF
+# And one with the change of contrib/ironic/ (and [api]middleware).
+mkdir -p "$WORK/ironic-with-hook/ironic/conf"
+touch "$WORK/ironic-with-hook/ironic/__init__.py"
+echo "CONF = frozenset(['host', 'hash_ring_manager'])" > "$WORK/ironic-with-hook/ironic/conf/__init__.py"
+cp "$WORK/ironic-with-middleware/ironic/conf/api.py" "$WORK/ironic-with-hook/ironic/conf/"
 mkdir -p "$WORK/ironic-broken/ironic"
 echo 'raise ImportError("broken")' > "$WORK/ironic-broken/ironic/__init__.py"
 
@@ -335,13 +340,19 @@ function reset_deployment {
 }
 
 # phase MODE [PHASE]: source plugin.sh as stack.sh does, in a subshell
-# (die exits it); output in PHASE_OUT, exit status in PHASE_RC.
+# (die exits it), under errexit and with stack.sh's trace on standard
+# error; output in PHASE_OUT without the trace lines, exit status in
+# PHASE_RC. (Without the trace, the harness missed the plugin reading
+# it as the output of openstack, which the first real stack.sh showed.)
 function phase {
-    PHASE_OUT=$( (
+    local output
+    output=$( (
         set -o errexit
+        set -o xtrace
         source "$PLUGIN_DIR/plugin.sh" "$@"
     ) 2>&1 < /dev/null)
     PHASE_RC=$?
+    PHASE_OUT=$(grep -v '^+' <<< "$output" || true)
 }
 
 function unit_command {
@@ -395,6 +406,8 @@ expect "real 'ironic-affinity-status --config-file F upgrade check' runs its che
 # stack post-config
 # -----------------
 
+# Ironic is installed by then: the phase reads its options.
+export PYTHONPATH=$WORK/ironic-with-middleware
 reset_deployment
 phase stack post-config
 expect "post-config: succeeds" test "$PHASE_RC" = 0
@@ -418,6 +431,23 @@ expect "post-config: rebalance_period is written as given" \
 ENABLED_SERVICES=key,ir-api,ir-cond phase stack post-config
 expect "post-config: etcd3 disabled warns with the whole text" \
     contains "$PHASE_OUT" "the etcd3 service is disabled; enable it unless the URL names an etcd of its own"
+expect "post-config: an Ironic without [DEFAULT]hash_ring_manager keeps the launchers" \
+    test -z "$(iniget "$IRONIC_CONF_FILE" DEFAULT hash_ring_manager)"
+IRONIC_AFFINITY_ENABLE_VIA=ironic-conf phase stack post-config
+expect "post-config: ironic-conf on an Ironic without the option dies" \
+    failed_with "has no [DEFAULT]hash_ring_manager"
+reset_deployment
+PYTHONPATH=$WORK/ironic-with-hook phase stack post-config
+expect "post-config (Ironic with contrib/ironic): [DEFAULT]hash_ring_manager = affinity" \
+    test "$(iniget "$IRONIC_CONF_FILE" DEFAULT hash_ring_manager)" = affinity
+expect "post-config (Ironic with contrib/ironic): affinity in [api]middleware" \
+    test "$(iniget "$IRONIC_CONF_FILE" api middleware)" = affinity
+reset_deployment
+IRONIC_AFFINITY_EXTRA_CONDUCTORS=2 IRONIC_RPC_TRANSPORT=json-rpc \
+    phase stack post-config
+expect "post-config: each extra conductor's file sets its json-rpc port" \
+    test "$(iniget "$IRONIC_CONF_DIR/ironic-affinity-cond1.conf" json_rpc port)-$(iniget "$IRONIC_CONF_DIR/ironic-affinity-cond2.conf" json_rpc port)" = 8090-8091
+unset PYTHONPATH
 
 
 # stack extra
