@@ -295,18 +295,26 @@ stop_everything() {
         as_stack "cd $DEST/devstack && ./unstack.sh" > "$OUT/unstack.out" 2>&1 ||
             say "unstack.sh failed (see $OUT/unstack.out); stopping what is left"
     fi
-    # What unstack.sh leaves running: the web server, memcached, libvirt.
-    if [[ -x $TOOLS/venv/bin/systemctl3 ]]; then
-        local unit
-        for unit in apache2 memcached libvirtd virtlogd virtlockd uwsgi; do
-            "$TOOLS/venv/bin/systemctl3" stop "$unit" > /dev/null 2>&1 || true
+    # What unstack.sh leaves running: the web server, memcached, libvirt;
+    # only where DevStack installed them (a server of the machine's own
+    # stays).
+    local package unit
+    for package in apache2 memcached libvirt-daemon; do
+        if grep -qx "$package" "$STATE/packages"; then
+            continue
+        fi
+        case $package in
+            libvirt-daemon) unit="libvirtd virtlogd virtlockd" ;;
+            *) unit=$package ;;
+        esac
+        for unit in $unit; do
+            if [[ -x $TOOLS/venv/bin/systemctl3 ]]; then
+                "$TOOLS/venv/bin/systemctl3" stop "$unit" > /dev/null 2>&1 || true
+            fi
+            pkill -x "$unit" || true
         done
-    fi
+    done
     pkill -u stack || true
-    pkill -x apache2 || true
-    pkill -x memcached || true
-    pkill -x libvirtd || true
-    pkill -x virtlogd || true
     sleep 2
     pkill -9 -u stack || true
 }
