@@ -260,8 +260,15 @@ def check_placement(api, tags, expected, main, other):
         'node', 'affinity', 'show', quarantined, '-f', 'json'
     )
     shown = json.loads(output) if status == 0 else {}
+    refused = [
+        v
+        for v in shown.get('verdicts') or []
+        if v.get('conductor') == other
+        and v.get('verdict') == 'excluded'
+        and 'quarantine' in v.get('reason', '')
+    ]
     report(
-        shown.get('conductor') == main,
+        shown.get('conductor') == main and bool(refused),
         'node affinity show explains the hard tag',
         'conductor %s; verdicts %s'
         % (shown.get('conductor'), shown.get('verdicts', output[:300])),
