@@ -22,8 +22,8 @@ import time
 
 from devstack_cloud import IRONIC_CONF
 from devstack_cloud import Api
-from devstack_cloud import affinity_option
 from devstack_cloud import baremetal
+from devstack_cloud import failover_bound
 from devstack_cloud import hold_seconds
 from devstack_cloud import ini
 from devstack_cloud import run
@@ -219,9 +219,7 @@ def check_power(api, tags, other):
 
 def check_stop(api, tags, expected, main, other):
     """systemctl stop of Ironic's conductor: its nodes move, and back."""
-    bound = affinity_option('member_timeout', 5) + affinity_option(
-        'watch_interval', 1
-    )
+    bound = failover_bound()
     quarantined = [u for u, t in tags.items() if 'quarantine' in t][0]
     moved = {
         u: other for u, c in expected.items() if c == main and u != quarantined
@@ -274,9 +272,7 @@ def check_stop(api, tags, expected, main, other):
 
 def check_crash(api, tags, expected, main, other):
     """SIGKILL of the extra conductor: the stated failover time."""
-    bound = affinity_option('member_timeout', 5) + affinity_option(
-        'watch_interval', 1
-    )
+    bound = failover_bound()
     moved = {u: main for u, c in expected.items() if c == other}
     # The master process and its worker, which oslo.service renames
     # (its command line no longer names the file): both at once, as a

@@ -77,6 +77,13 @@ def affinity_option(name, default):
     return float(value) if value else default
 
 
+def failover_bound():
+    """Seconds within which the docs say a gone conductor's nodes move."""
+    return affinity_option('member_timeout', 5) + affinity_option(
+        'watch_interval', 1
+    )
+
+
 def hold_seconds():
     """How long an answer must last to be every API process's.
 

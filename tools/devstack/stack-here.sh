@@ -431,15 +431,21 @@ show_machine() {
 }
 
 
+# What show_machine compares with, kept once "undo" has removed the
+# saved state.
+keep_before() {
+    local name
+    for name in packages versions listening; do
+        cp "$STATE/$name" "$OUT/$name.before" 2>/dev/null || true
+    done
+}
+
 for step in "${STEPS[@]}"; do
     if [[ $step == prepare ]]; then
         : > "$OUT/timings"
     fi
     if [[ $step == undo ]]; then
-        # Kept for show_machine, once the saved state is gone.
-        cp "$STATE/packages" "$OUT/packages.before" 2>/dev/null || true
-        cp "$STATE/versions" "$OUT/versions.before" 2>/dev/null || true
-        cp "$STATE/listening" "$OUT/listening.before" 2>/dev/null || true
+        keep_before
     fi
     set +o errexit
     timed "$step" "$step"
@@ -448,9 +454,7 @@ for step in "${STEPS[@]}"; do
     if ((status != 0)); then
         if [[ $KEEP == False && $step != undo && " ${STEPS[*]} " == *" undo "* ]]; then
             say "$step failed: undoing"
-            cp "$STATE/packages" "$OUT/packages.before" 2>/dev/null || true
-            cp "$STATE/versions" "$OUT/versions.before" 2>/dev/null || true
-            cp "$STATE/listening" "$OUT/listening.before" 2>/dev/null || true
+            keep_before
             timed undo undo || true
         fi
         die "$step failed; output in $OUT"
