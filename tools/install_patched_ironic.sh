@@ -70,7 +70,7 @@ PBR_VERSION=$version "$python" -m pip install --quiet --no-deps \
 from ironic.common import hash_ring
 
 hash_ring.get_hash_ring_manager_class  # the loader: else AttributeError
-hash_ring.HashRingManager.register_conductor  # and the conductor hooks
+hash_ring.BaseHashRingManager.conductor_started  # and the conductor hooks
 print('Ironic has the pluggable hash-ring manager')
 EOF
 echo "$wanted" > "$stamp"

@@ -283,10 +283,12 @@ done
 
 # A fake Ironic of each kind, for the [api]middleware detection.
 for kind in with-middleware without-middleware; do
-    mkdir -p "$WORK/ironic-$kind/ironic/conf"
-    touch "$WORK/ironic-$kind/ironic/__init__.py"
-    # Options of [DEFAULT]: neither has hash_ring_manager (contrib/ironic),
-    # so the plugin enables itself through the launcher.
+    mkdir -p "$WORK/ironic-$kind/ironic/conf" "$WORK/ironic-$kind/ironic/common"
+    touch "$WORK/ironic-$kind/ironic/__init__.py" \
+        "$WORK/ironic-$kind/ironic/common/__init__.py"
+    # Neither has the change of contrib/ironic/ (an empty hash_ring), so
+    # the plugin enables itself through the launcher.
+    touch "$WORK/ironic-$kind/ironic/common/hash_ring.py"
     echo "CONF = frozenset(['host'])" > "$WORK/ironic-$kind/ironic/conf/__init__.py"
 done
 cat > "$WORK/ironic-with-middleware/ironic/conf/api.py" <<'EOF'
@@ -301,11 +303,23 @@ class Opt:
         self.name = name
 opts = [Opt('host_ip')]
 EOF
-# And one with the change of contrib/ironic/ (and [api]middleware).
-mkdir -p "$WORK/ironic-with-hook/ironic/conf"
-touch "$WORK/ironic-with-hook/ironic/__init__.py"
-echo "CONF = frozenset(['host', 'hash_ring_manager'])" > "$WORK/ironic-with-hook/ironic/conf/__init__.py"
-cp "$WORK/ironic-with-middleware/ironic/conf/api.py" "$WORK/ironic-with-hook/ironic/conf/"
+# And one with the change of contrib/ironic/ (and [api]middleware), and
+# one with its change A alone: the loader, without the conductor hooks.
+for kind in with-hook loader-only; do
+    cp -r "$WORK/ironic-with-middleware" "$WORK/ironic-$kind"
+    echo "CONF = frozenset(['host', 'hash_ring_manager'])" > "$WORK/ironic-$kind/ironic/conf/__init__.py"
+    cat > "$WORK/ironic-$kind/ironic/common/hash_ring.py" <<'EOF'
+def get_hash_ring_manager_class():
+    pass
+
+
+class BaseHashRingManager:
+    pass
+EOF
+done
+cat >> "$WORK/ironic-with-hook/ironic/common/hash_ring.py" <<'EOF'
+BaseHashRingManager.conductor_started = lambda self, host: None
+EOF
 mkdir -p "$WORK/ironic-broken/ironic"
 echo 'raise ImportError("broken")' > "$WORK/ironic-broken/ironic/__init__.py"
 
@@ -435,7 +449,11 @@ expect "post-config: an Ironic without [DEFAULT]hash_ring_manager keeps the laun
     test -z "$(iniget "$IRONIC_CONF_FILE" DEFAULT hash_ring_manager)"
 IRONIC_AFFINITY_ENABLE_VIA=ironic-conf phase stack post-config
 expect "post-config: ironic-conf on an Ironic without the option dies" \
-    failed_with "has no [DEFAULT]hash_ring_manager"
+    failed_with "has no [DEFAULT]hash_ring_manager with the conductor hooks"
+reset_deployment
+PYTHONPATH=$WORK/ironic-loader-only phase stack post-config
+expect "post-config: an Ironic with the loader alone (change A) keeps the launchers" \
+    test -z "$(iniget "$IRONIC_CONF_FILE" DEFAULT hash_ring_manager)"
 reset_deployment
 PYTHONPATH=$WORK/ironic-with-hook phase stack post-config
 expect "post-config (Ironic with contrib/ironic): [DEFAULT]hash_ring_manager = affinity" \

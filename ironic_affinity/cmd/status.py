@@ -225,16 +225,20 @@ def _this_ironic(conf: cfg.ConfigOpts) -> tuple[str, bool]:
         return 'Ironic is not installed where this check runs.', False
     named = conf.hash_ring_manager
     if not enabling.ironic_has_hook(hash_ring):
+        ignored = named is not None and not enabling.ironic_loads_by_name(
+            hash_ring
+        )
         return (
-            'The Ironic installed here has no [DEFAULT]hash_ring_manager: '
-            'conductors need ironic-affinity-conductor%s.'
+            'The Ironic installed here has no [DEFAULT]hash_ring_manager '
+            'with conductor hooks: conductors need '
+            'ironic-affinity-conductor%s.'
             % (
                 ', and this ironic.conf\'s hash_ring_manager = %s is '
-                'ignored by it' % conf.hash_ring_manager
-                if named != 'default'
+                'ignored by it' % named
+                if ignored
                 else ''
             )
-        ), named != 'default'
+        ), ignored
     if named == enabling.IRONIC_NAME:
         return (
             'The Ironic installed here has [DEFAULT]hash_ring_manager, and '
@@ -245,7 +249,10 @@ def _this_ironic(conf: cfg.ConfigOpts) -> tuple[str, bool]:
         'The Ironic installed here has [DEFAULT]hash_ring_manager, and this '
         'ironic.conf sets it to %s: only a launcher or the middleware '
         'enables affinity. Set it to %s to use Ironic\'s own commands.'
-        % (named, enabling.IRONIC_NAME)
+        % (
+            named or '%s (the default)' % enabling.IRONIC_DEFAULT,
+            enabling.IRONIC_NAME,
+        )
     ), False
 
 
@@ -255,7 +262,7 @@ def main() -> int:
     # Ironic's own option, read from the same ironic.conf: registered
     # here as Ironic (with the hook) registers it.
     conf.register_opt(
-        cfg.StrOpt('hash_ring_manager', default='default'),
+        cfg.StrOpt('hash_ring_manager'),
     )
     status: int = upgradecheck.main(
         conf, project='ironic', upgrade_command=Checks(conf)

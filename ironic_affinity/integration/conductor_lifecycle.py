@@ -15,7 +15,7 @@
 Two ways lead here, and both call the same two functions:
 
 - Ironic with the pluggable hash-ring manager (contrib/ironic/): Ironic
-  calls ``register_conductor`` and ``unregister_conductor`` on the
+  calls ``conductor_started`` and ``conductor_stopping`` on the
   manager its conductor builds, which are :func:`starting` and
   :func:`stopping` (ring_manager.AffinityHashRingManager);
 - Ironic without it: ``ironic-affinity-conductor`` wraps Ironic's
@@ -58,7 +58,9 @@ def starting(host: str) -> None:
     _join(host)
 
 
-def stopping(host: str, staying_registered: bool = False) -> bool:
+def stopping(
+    host: str, staying_registered: bool = False, ironic_serves_for: float = 0.0
+) -> bool:
     """Conductor ``host`` stops while it still serves: leave the group,
     then serve on until every process routes its nodes elsewhere (within
     half of ``[DEFAULT]graceful_shutdown_timeout``).
@@ -66,6 +68,9 @@ def stopping(host: str, staying_registered: bool = False) -> bool:
     :param staying_registered: Ironic keeps the conductor registered
         (SIGUSR1, for a restart): the entry stays until the member
         timeout, and the nodes with it; no drain.
+    :param ironic_serves_for: how long Ironic itself serves on once this
+        returns (see :func:`ironic_serves_for`): drained here only for
+        the rest.
     :returns: whether it left (False as well when it never joined, or
         when another caller already made it leave).
     """
@@ -76,8 +81,21 @@ def stopping(host: str, staying_registered: bool = False) -> bool:
         return False
     if not membership.stop(staying_registered):
         return False
-    _drain(host, began)
+    _drain(host, began, ironic_serves_for)
     return True
+
+
+def ironic_serves_for(host: str) -> float:
+    """How long an Ironic with the conductor hooks (contrib/ironic/)
+    keeps conductor ``host`` serving after its stop hook returns: up to
+    ``[DEFAULT]hash_ring_reset_interval`` from the start of the stop,
+    workers included, but only when more than one other conductor is
+    online once it has deregistered (Ironic's own condition); else 0."""
+    from ironic.conf import CONF
+    from ironic.db import api as dbapi
+
+    others = set(dbapi.get_instance().get_online_conductors()) - {host}
+    return float(CONF.hash_ring_reset_interval) if len(others) > 1 else 0.0
 
 
 def is_conductor() -> bool:
@@ -255,15 +273,34 @@ def drain_left(conf: Any, spent: float) -> float:
     return max(0.0, min(wanted, budget - spent))
 
 
-def _drain(name: str, began: float) -> None:
+def covered_by_ironic(
+    conf: Any, spent: float, ironic_serves_for: float
+) -> bool:
+    """Whether Ironic's own wait, which ends ``ironic_serves_for`` seconds
+    into the stop as this one counts (both from its start), leaves the
+    conductor serving for the whole drain after ``spent`` seconds."""
+    return ironic_serves_for - spent >= drain_seconds(conf)
+
+
+def _drain(name: str, began: float, ironic_serves_for: float) -> None:
     """Serve on for drain_seconds after leaving, within the stop budget
-    counted from ``began``, when the stop began."""
+    counted from ``began``, when the stop began, less what Ironic serves
+    on by itself afterwards."""
     from ironic.conf import CONF
     from oslo_log import log
 
     wanted = drain_seconds(CONF)
-    seconds = drain_left(CONF, time.monotonic() - began)
+    spent = time.monotonic() - began
     logger = log.getLogger(__name__)
+    if covered_by_ironic(CONF, spent, ironic_serves_for):
+        logger.info(
+            'Conductor %(name)s left the affinity group; Ironic keeps it '
+            'serving %(seconds).1f s more, until every process routes its '
+            'nodes elsewhere',
+            {'name': name, 'seconds': ironic_serves_for - spent},
+        )
+        return
+    seconds = drain_left(CONF, spent)
     if seconds < wanted:
         logger.warning(
             'Conductor %(name)s left the affinity group; it serves only '

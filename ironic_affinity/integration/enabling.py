@@ -29,12 +29,22 @@ BY_IRONIC_CONF = 'ironic.conf'
 BY_IRONIC_CONF_WITHOUT_MIDDLEWARE = 'ironic.conf, without [api]middleware'
 
 
-def ironic_has_hook(hash_ring: ModuleType) -> bool:
+#: Ironic's own manager's name in that namespace, its default.
+IRONIC_DEFAULT = 'consistent-hash'
+
+
+def ironic_loads_by_name(hash_ring: ModuleType) -> bool:
     """Whether Ironic's ``ironic.common.hash_ring`` loads its manager by
-    ``[DEFAULT]hash_ring_manager`` and tells it of its conductor's start
-    and stop (the change in contrib/ironic/): without those hooks the
-    plugin would not know its conductor, so only both count."""
-    manager = getattr(hash_ring, 'HashRingManager', None)
-    return hasattr(hash_ring, 'get_hash_ring_manager_class') and hasattr(
-        manager, 'register_conductor'
+    ``[DEFAULT]hash_ring_manager`` (change A of contrib/ironic/)."""
+    return hasattr(hash_ring, 'get_hash_ring_manager_class')
+
+
+def ironic_has_hook(hash_ring: ModuleType) -> bool:
+    """Whether Ironic loads its manager by name and also tells it of its
+    conductor's start and stop (changes A and B of contrib/ironic/):
+    without those hooks the plugin would not know its conductor, so
+    ironic.conf alone enables it only with both."""
+    base = getattr(hash_ring, 'BaseHashRingManager', None)
+    return ironic_loads_by_name(hash_ring) and hasattr(
+        base, 'conductor_started'
     )

@@ -66,7 +66,8 @@ def reset_stock() -> None:
 
 
 def ironic_has_hook() -> bool:
-    """Whether this Ironic has the pluggable hash-ring manager."""
+    """Whether this Ironic has the pluggable hash-ring manager, with its
+    conductor hooks."""
     return enabling.ironic_has_hook(hash_ring)
 
 
@@ -100,18 +101,19 @@ def install(by: str) -> None:
     """Register our options on Ironic's CONF and put our manager in
     Ironic's place, the way this Ironic allows.
 
-    With the hook, by Ironic's own option, set here as an override so
-    that a launcher or the middleware enables the plugin whatever
-    ironic.conf says, as it does on an Ironic without the hook; and
-    Ironic's class stays Ironic's, so that the plugin is never installed
-    twice. Idempotent. Call before Ironic parses its configuration.
+    Where Ironic loads its manager by name, by Ironic's own option, set
+    here as an override so that a launcher or the middleware enables the
+    plugin whatever ironic.conf says, as it does on an Ironic without the
+    option; and Ironic's class stays Ironic's, so that the plugin is never
+    installed twice. Idempotent. Call before Ironic parses its
+    configuration.
 
     :param by: what installs it (a command, the middleware), for
         :func:`enabled_by`: the first caller is the one that counts.
     """
     global _INSTALLED_BY
     register_options()
-    if ironic_has_hook():
+    if enabling.ironic_loads_by_name(hash_ring):
         # Read before any override: ironic.conf has it already where the
         # middleware is built (after parsing), never where a launcher
         # runs (before).

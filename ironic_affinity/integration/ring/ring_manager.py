@@ -34,6 +34,7 @@ import time
 from typing import Any
 
 from ironic.common import exception as ironic_exception
+from ironic.common import hash_ring
 from ironic.conf import CONF
 
 from ironic_affinity import adoption
@@ -52,7 +53,11 @@ def _no_valid_host(reason: str) -> Exception:
     return ironic_exception.NoValidHost(reason=reason)  # type: ignore[no-any-return]
 
 
-class AffinityHashRingManager:
+# The contract's base class, on an Ironic which has it (contrib/ironic/).
+_BASE: Any = getattr(hash_ring, 'BaseHashRingManager', object)
+
+
+class AffinityHashRingManager(_BASE):  # type: ignore[misc]
     """Ironic's HashRingManager contract, placing by affinity."""
 
     def __init__(self, use_groups: bool = True, cache: bool = True) -> None:
@@ -71,16 +76,22 @@ class AffinityHashRingManager:
     # manager (contrib/ironic/), called on the manager its conductor
     # builds; the launchers call the same functions on other releases.
 
-    def register_conductor(self, host: str) -> None:
+    def conductor_started(self, host: str) -> None:
         """Join the group as ``host``: Ironic has registered the conductor
         and is about to register its hardware interfaces."""
         conductor_lifecycle.starting(host)
 
-    def unregister_conductor(self, host: str, deregister: bool = True) -> None:
-        """Leave the group and drain: the conductor stops, while it still
-        serves. ``deregister`` False: Ironic keeps it registered, for a
-        restart, and so does the group, until the member timeout."""
-        conductor_lifecycle.stopping(host, staying_registered=not deregister)
+    def conductor_stopping(self, host: str, deregister: bool) -> None:
+        """Leave the group: the conductor stops, while it still serves.
+        Ironic then serves on through its wait for the other services'
+        rings, which is most or all of the drain. ``deregister`` False:
+        Ironic keeps it registered, for a restart, and so does the group,
+        until the member timeout."""
+        conductor_lifecycle.stopping(
+            host,
+            staying_registered=not deregister,
+            ironic_serves_for=conductor_lifecycle.ironic_serves_for(host),
+        )
 
     def get_ring(self, driver_name: str, conductor_group: str) -> Any:
         _announce_if_api()

@@ -48,21 +48,24 @@ class ThisIronicTestCase(base.TestCase):
     """What the Ironic where the check runs allows, against what this
     ironic.conf asks of it."""
 
-    def check(self, named, hook):
+    def check(self, named, hook, loader=None):
+        """``loader``: Ironic loads its manager by name (change A of
+        contrib/ironic/); ``hook``: and has the conductor hooks (B)."""
         conf = cfg.ConfigOpts()
-        conf.register_opt(cfg.StrOpt('hash_ring_manager', default='default'))
+        conf.register_opt(cfg.StrOpt('hash_ring_manager'))
         conf([])
         conf.set_override('hash_ring_manager', named)
 
-        class Manager:
+        class Base:
             if hook:
 
-                def register_conductor(self, host):
+                def conductor_started(self, host):
                     pass
 
         hash_ring = types.ModuleType('ironic.common.hash_ring')
-        hash_ring.HashRingManager = Manager
-        if hook:
+        hash_ring.HashRingManager = Base
+        if hook if loader is None else loader:
+            hash_ring.BaseHashRingManager = Base
             hash_ring.get_hash_ring_manager_class = mock.Mock()
         common = types.ModuleType('ironic.common')
         common.hash_ring = hash_ring
@@ -79,7 +82,12 @@ class ThisIronicTestCase(base.TestCase):
         text, ignored = self.check('affinity', hook=False)
         self.assertTrue(ignored)
         self.assertIn('hash_ring_manager = affinity is ignored', text)
-        text, ignored = self.check('default', hook=False)
+        text, ignored = self.check(None, hook=False)
+        self.assertFalse(ignored)
+        self.assertIn('conductors need ironic-affinity-conductor', text)
+
+    def test_a_loader_without_hooks_reads_the_option(self):
+        text, ignored = self.check('affinity', hook=False, loader=True)
         self.assertFalse(ignored)
         self.assertIn('conductors need ironic-affinity-conductor', text)
 
@@ -87,9 +95,10 @@ class ThisIronicTestCase(base.TestCase):
         text, ignored = self.check('affinity', hook=True)
         self.assertFalse(ignored)
         self.assertIn("Ironic's own commands place by affinity", text)
-        text, ignored = self.check('default', hook=True)
+        text, ignored = self.check(None, hook=True)
         self.assertFalse(ignored)
         self.assertIn('only a launcher or the middleware', text)
+        self.assertIn('consistent-hash (the default)', text)
 
 
 class UnreadableTestCase(base.TestCase):

@@ -89,6 +89,17 @@ class StopBudgetTestCase(base.TestCase):
         self.assertEqual(1.5, lifecycle.drain_left(conf, spent=1.0))
         self.assertEqual(0.0, lifecycle.drain_left(conf, spent=3.0))
 
+    def test_ironics_wait_covers_the_drain_or_not_at_all(self):
+        # Ironic serves on until its wait ends, a time counted from the
+        # start of the stop: it covers the whole drain, or this one has to
+        # drain in full (what Ironic adds then overlaps it).
+        conf = self.options(graceful=60)
+        wanted = lifecycle.drain_seconds(conf)
+        self.assertTrue(lifecycle.covered_by_ironic(conf, 1.0, 15.0))
+        self.assertTrue(lifecycle.covered_by_ironic(conf, 1.0, 1.0 + wanted))
+        self.assertFalse(lifecycle.covered_by_ironic(conf, 1.0, wanted))
+        self.assertFalse(lifecycle.covered_by_ironic(conf, 0.5, 0.0))
+
     def test_no_bound_when_waiting_for_ever_or_unknown(self):
         for conf in (self.options(graceful=0), self.options()):
             self.assertIsNone(lifecycle.stop_budget(conf))
@@ -106,7 +117,9 @@ class StoppingTestCase(base.TestCase):
         drained = []
         self.useFixture(
             fixtures.MockPatchObject(
-                lifecycle, '_drain', lambda name, began: drained.append(name)
+                lifecycle,
+                '_drain',
+                lambda name, began, ironic_serves_for: drained.append(name),
             )
         )
         left, kept = mock.Mock(), mock.Mock()

@@ -28,18 +28,27 @@ from ironic_affinity.tests import base
 from ironic_affinity.tests.unit.integration.ring import test_ring_manager
 
 
-class HookedStockManager(test_ring_manager.FakeStockManager):
-    """Ironic's manager as the patch leaves it: with the two hooks."""
+class LoaderOnlyBase:
+    """Ironic's base class as change A of the patch has it."""
 
-    def register_conductor(self, host):
+    def __init__(self, use_groups=True, cache=True):
+        self.use_groups = use_groups
+        self.cache = cache
+
+
+class HookedBase(LoaderOnlyBase):
+    """And as change B leaves it: with the two hooks."""
+
+    def conductor_started(self, host):
         pass
 
-    def unregister_conductor(self, host, deregister=True):
+    def conductor_stopping(self, host, deregister):
         pass
 
 
 class LoaderFixture(base.TestCase):
-    hook = False
+    # Ironic's base class of hash-ring managers: None, without the patch.
+    base_class: type | None = None
 
     def setUp(self):
         super().setUp()
@@ -47,12 +56,17 @@ class LoaderFixture(base.TestCase):
         self.ironic_conf = cfg.ConfigOpts()
         modules['ironic.conf'].CONF = self.ironic_conf
         self.hash_ring = modules['ironic.common.hash_ring']
-        if self.hook:
+        if self.base_class is not None:
             # As Ironic registers it, with the patch.
             self.ironic_conf.register_opt(
-                cfg.StrOpt('hash_ring_manager', default='default')
+                cfg.StrOpt('hash_ring_manager', default='consistent-hash')
             )
-            self.hash_ring.HashRingManager = HookedStockManager
+            self.hash_ring.BaseHashRingManager = self.base_class
+            self.hash_ring.HashRingManager = type(
+                'HashRingManager',
+                (self.base_class, test_ring_manager.FakeStockManager),
+                {},
+            )
             self.hash_ring.get_hash_ring_manager_class = mock.Mock()
         self.ironic_class = self.hash_ring.HashRingManager
         patcher = mock.patch.dict(sys.modules, modules)
@@ -100,8 +114,33 @@ class EntryPointMissingTestCase(LoaderFixture):
         self.assertIs(self.ironic_class, self.hash_ring.HashRingManager)
 
 
+class LoaderWithoutHooksTestCase(LoaderFixture):
+    """Change A alone: Ironic loads its manager by name, but does not say
+    when its conductor starts or stops, which the launcher does."""
+
+    base_class = LoaderOnlyBase
+
+    def test_a_launcher_names_the_plugin_and_keeps_the_membership(self):
+        self.assertFalse(self.loader.ironic_has_hook())
+        self.loader.install('ironic-affinity-conductor')
+        self.assertIs(self.ironic_class, self.hash_ring.HashRingManager)
+        self.ironic_conf([])
+        self.assertEqual('affinity', self.ironic_conf.hash_ring_manager)
+        self.assertEqual('ironic-affinity-conductor', self.loader.enabled_by())
+        self.assertTrue(
+            issubclass(
+                self.ring_manager.AffinityHashRingManager, LoaderOnlyBase
+            )
+        )
+
+    def test_ironic_conf_alone_does_not_count(self):
+        self.ironic_conf([])
+        self.ironic_conf.set_override('hash_ring_manager', 'affinity')
+        self.assertIsNone(self.loader.enabled_by())
+
+
 class WithHookTestCase(LoaderFixture):
-    hook = True
+    base_class = HookedBase
 
     def test_a_launcher_names_the_plugin_in_ironics_option(self):
         self.assertTrue(self.loader.ironic_has_hook())
@@ -139,6 +178,7 @@ class WithHookTestCase(LoaderFixture):
         )
         self.assertFalse(manager.use_groups)
         self.assertFalse(manager.cache)
+        self.assertIsInstance(manager, HookedBase)
         calls = []
         self.useFixture(
             fixtures.MockPatchObject(
@@ -151,16 +191,27 @@ class WithHookTestCase(LoaderFixture):
             fixtures.MockPatchObject(
                 conductor_lifecycle,
                 'stopping',
-                lambda host, staying_registered: calls.append(
-                    ('leave', host, staying_registered)
+                lambda host, staying_registered, ironic_serves_for: (
+                    calls.append(
+                        ('leave', host, staying_registered, ironic_serves_for)
+                    )
                 ),
             )
         )
-        manager.register_conductor('c9')
-        manager.unregister_conductor('c9', deregister=False)
-        manager.unregister_conductor('c9')
+        self.useFixture(
+            fixtures.MockPatchObject(
+                conductor_lifecycle, 'ironic_serves_for', lambda host: 15.0
+            )
+        )
+        manager.conductor_started('c9')
+        manager.conductor_stopping('c9', False)
+        manager.conductor_stopping('c9', True)
         self.assertEqual(
-            [('join', 'c9'), ('leave', 'c9', True), ('leave', 'c9', False)],
+            [
+                ('join', 'c9'),
+                ('leave', 'c9', True, 15.0),
+                ('leave', 'c9', False, 15.0),
+            ],
             calls,
         )
 
