@@ -296,18 +296,17 @@ def compare(label, stored_path, regenerated_path):
             continue
         for number, (mine, other) in enumerate(zip(hunks, theirs), 1):
             if mine.function != other.function:
-                problems.append(
-                    '%s, hunk %d of %d: in another function\n'
-                    '        patch:       %s\n'
-                    '        regenerated: %s' % (
-                        path, number, len(hunks), mine.header,
-                        other.header))
+                wrong = 'in another function'
             elif mine.lines != other.lines:
+                wrong = 'the +/- lines differ'
+            else:
+                wrong = None
+            if wrong:
                 problems.append(
-                    '%s, hunk %d of %d: the +/- lines differ\n'
+                    '%s, hunk %d of %d: %s\n'
                     '        patch:       %s\n'
                     '        regenerated: %s' % (
-                        path, number, len(hunks), mine.header,
+                        path, number, len(hunks), wrong, mine.header,
                         other.header))
             else:
                 placed += 1

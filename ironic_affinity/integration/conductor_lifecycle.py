@@ -90,11 +90,23 @@ def ironic_serves_for(host: str) -> float:
     keeps conductor ``host`` serving after its stop hook returns: up to
     ``[DEFAULT]hash_ring_reset_interval`` from the start of the stop,
     workers included, but only when more than one other conductor is
-    online once it has deregistered (Ironic's own condition); else 0."""
+    online once it has deregistered (Ironic's own condition); else 0,
+    and 0 when the database cannot say: the stop must still leave the
+    group, and drain in full."""
     from ironic.conf import CONF
     from ironic.db import api as dbapi
+    from oslo_log import log
 
-    others = set(dbapi.get_instance().get_online_conductors()) - {host}
+    try:
+        online = dbapi.get_instance().get_online_conductors()
+    except Exception as exc:  # noqa: BLE001 - any error: drain in full
+        log.getLogger(__name__).warning(
+            'Conductor %(name)s cannot read the online conductors as it '
+            'stops (%(error)s): it drains in full',
+            {'name': host, 'error': exc},
+        )
+        return 0.0
+    others = set(online) - {host}
     return float(CONF.hash_ring_reset_interval) if len(others) > 1 else 0.0
 
 

@@ -109,6 +109,43 @@ class StopBudgetTestCase(base.TestCase):
             )
 
 
+class IronicServesForTestCase(base.TestCase):
+    """How long an Ironic with the hooks keeps a stopping conductor
+    serving after its stop hook, as the hook reads it from Ironic."""
+
+    def serves_for(self, online=(), error=None):
+        instance = mock.Mock()
+        instance.get_online_conductors.return_value = list(online)
+        instance.get_online_conductors.side_effect = error
+        api = types.ModuleType('ironic.db.api')
+        api.get_instance = lambda: instance
+        db = types.ModuleType('ironic.db')
+        db.api = api
+        conf = types.ModuleType('ironic.conf')
+        conf.CONF = mock.Mock(hash_ring_reset_interval=15)
+        ironic = types.ModuleType('ironic')
+        ironic.conf, ironic.db = conf, db
+        modules = {
+            'ironic': ironic,
+            'ironic.conf': conf,
+            'ironic.db': db,
+            'ironic.db.api': api,
+        }
+        with mock.patch.dict(sys.modules, modules):
+            return lifecycle.ironic_serves_for('c1')
+
+    def test_more_than_one_other_conductor_online(self):
+        self.assertEqual(15.0, self.serves_for(['c1', 'c2', 'c3']))
+
+    def test_one_other_conductor_is_not_enough_for_ironic(self):
+        # Ironic counts the online conductors once this one has
+        # deregistered, and waits only for more than one.
+        self.assertEqual(0.0, self.serves_for(['c1', 'c2']))
+
+    def test_an_unreadable_database_drains_in_full(self):
+        self.assertEqual(0.0, self.serves_for(error=RuntimeError('gone')))
+
+
 class StoppingTestCase(base.TestCase):
     """A conductor's stop, through Ironic's hook or the launcher: it
     leaves once, and drains only when it did leave."""
