@@ -138,12 +138,17 @@ clone_sources() {
     git clone -q --no-hardlinks "$PROJECT" "$DEST/ironic-affinity"
     chown -R stack: "$DEST"
     if [[ $IRONIC_HOOK == True ]]; then
-        # Committed, so that pbr sees a clean tree and the entry points
-        # are generated from the patched setup.cfg.
-        as_stack "cd $DEST/ironic && git apply --unidiff-zero \
-            $DEST/ironic-affinity/contrib/ironic/master/0001-*.patch && \
+        # The whole series, in order (Ironic's commands alone enable the
+        # plugin only with changes A and B), committed so that pbr sees a
+        # clean tree and generates the entry points of the patched
+        # pyproject.toml.
+        local patch
+        for patch in "$DEST"/ironic-affinity/contrib/ironic/master/*.patch; do
+            as_stack "cd $DEST/ironic && git apply --unidiff-zero --index $patch"
+        done
+        as_stack "cd $DEST/ironic && \
             git -c user.name=stack-here -c user.email=stack-here@localhost \
-                commit -q -a -m 'Make the hash ring manager pluggable (contrib/ironic)'"
+                commit -q -m 'The pluggable hash ring manager (contrib/ironic)'"
     fi
 }
 
