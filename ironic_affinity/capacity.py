@@ -20,8 +20,8 @@ becomes a matching of nodes to conductors with capacities (the
 (Gale and Shapley, 1962):
 
 * each node asks the conductors of its fallback order in turn, best
-  first: every preference the engine computes (hard constraints, score,
-  then rendezvous weight) is kept;
+  first: every preference the engine computes (hard constraints, drain,
+  score, then rendezvous weight) is kept;
 * a conductor with room holds every node that asks; a full one keeps
   the nodes most entitled to it and turns the least entitled away, and
   that node asks its next conductor. Entitlement, most first: a node no
@@ -98,7 +98,7 @@ def is_limited(conductors: Sequence[profile.ConductorProfile]) -> bool:
 # more (see the module's docstring); the node's key, then its name (two
 # nodes of a scenario may share a key: one's uuid, another's name) come
 # last, so that no two nodes are ever equal.
-Entitlement = tuple[bool, int, int, bytes, str]
+Entitlement = tuple[bool, tuple[bool, int], int, bytes, str]
 
 
 class _Asking:
@@ -191,14 +191,14 @@ def _defer(
     """Deferred acceptance: sets ``conductors`` to the matching, and
     returns the nodes every conductor they may use turned away."""
     hash_of = dict(zip(limits, rendezvous.hash_names(limits), strict=True))
-    scores: dict[tuple[object, str], int] = {}
+    ranks: dict[tuple[object, str], tuple[bool, int]] = {}
     ways: dict[object, int] = {}
     for node in nodes:
         if node.constraints not in ways:
             eligible = placer.evaluate(node).eligible
             ways[node.constraints] = len(eligible)
             for verdict in eligible:
-                scores[node.constraints, verdict.conductor] = verdict.score
+                ranks[node.constraints, verdict.conductor] = verdict.rank
     # Per limited conductor, a min-heap of the nodes it holds: the least
     # entitled on top, to be compared with the next that asks.
     held: dict[str, list[tuple[Entitlement, _Asking]]] = {
@@ -247,7 +247,7 @@ def _defer(
             continue
         entitled = (
             turn.ways == 1,
-            scores[turn.constraints, name],
+            ranks[turn.constraints, name],
             rendezvous.weight(turn.key, hash_of[name]),
             turn.hash_key,
             turn.node.name,

@@ -145,6 +145,19 @@ CAPACITY_OPTS = [
             'Published to every process with the tags.'
         ),
     ),
+    cfg.BoolOpt(
+        'drain',
+        default=False,
+        mutable=True,
+        help=_(
+            'Empty this conductor before maintenance: while true, it takes '
+            'a node only when no other conductor may (by hard tags, '
+            'conductor group and hardware types), and its other nodes move '
+            'away over rebalance_period, as for any change of this '
+            'conductor. Needs format level 2: while pin_format is 1 it is '
+            'not published, and has no effect.'
+        ),
+    ),
 ]
 
 REBALANCE_OPTS = [
@@ -251,6 +264,23 @@ MEMBERSHIP_OPTS = [
             'so that live conductors can rejoin before anything is '
             're-placed.'
         ),
+    ),
+    cfg.IntOpt(
+        'pin_format',
+        min=1,
+        max=profile.FORMAT_LEVEL,
+        mutable=True,
+        help=_(
+            'During a rolling upgrade of this plugin: the format level of '
+            'what this process publishes, set to the level the oldest '
+            'release still running reads ("ironic-affinity members" shows '
+            'each process\'s). What a newer level adds, e.g. drain, is then '
+            'not published, so older processes place nodes as this one '
+            'does. Unset, the default: the newest level this release reads '
+            '(%(level)d). Upgrade every process with the pin set, then lift '
+            'it, then use what is new.'
+        )
+        % {'level': profile.FORMAT_LEVEL},
     ),
 ]
 
@@ -366,4 +396,5 @@ def conductor_profile(
         hardware_types=hardware_types,
         conductor_group=conductor_group.lower(),
         max_nodes=group.max_nodes,
+        draining=group.drain,
     )

@@ -26,10 +26,12 @@ affinity placement", final form):
 5. the node goes to a top scorer, whatever the score; ties are broken by
    rendezvous hashing of the node over just the tied conductors.
 
-Put another way, each eligible conductor is ranked by the pair (score,
-rendezvous weight) and the node takes the first; the rest of that ranking
-is the fallback order, which is exactly what the rule gives when the
-chosen conductor dies, then the next.
+A draining conductor (``[affinity]drain``) comes after every other
+eligible one, whatever the scores: it takes a node only when no other
+conductor may. Put another way, each eligible conductor is ranked by
+(not draining, score, rendezvous weight) and the node takes the first;
+the rest of that ranking is the fallback order, which is exactly what
+the rule gives when the chosen conductor dies, then the next.
 
 An engine is a snapshot of one membership. Verdicts depend only on a
 node's constraints (tags, driver, group), of which large deployments have
@@ -67,6 +69,12 @@ class Verdict:
     score: int = 0
     # (tag, contribution) for each node tag that changed the score.
     breakdown: tuple[tuple[str, int], ...] = ()
+    draining: bool = False
+
+    @property
+    def rank(self) -> tuple[bool, int]:
+        """What orders eligible conductors for a node, best highest."""
+        return (not self.draining, self.score)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,9 +82,14 @@ class Evaluation:
     """The verdicts of every conductor for one set of node constraints."""
 
     verdicts: tuple[Verdict, ...]
-    top_score: int | None
-    # The conductors sharing the top score, by name.
+    # The best rank of an eligible conductor; None when none is.
+    top_rank: tuple[bool, int] | None
+    # The conductors sharing the top rank, by name.
     tied: tuple[str, ...]
+
+    @property
+    def top_score(self) -> int | None:
+        return None if self.top_rank is None else self.top_rank[1]
 
     @property
     def eligible(self) -> tuple[Verdict, ...]:
@@ -126,7 +139,9 @@ def _judge(
             % ', '.join(sorted(missing))
         )
     if reasons:
-        return Verdict(conductor.name, '; '.join(reasons))
+        return Verdict(
+            conductor.name, '; '.join(reasons), draining=conductor.draining
+        )
     breakdown = []
     for tag in sorted(node_tags):
         # Anti wins over affinity for a tag in both lists, as in the RFE's
@@ -139,6 +154,7 @@ def _judge(
         conductor.name,
         score=sum(w for _t, w in breakdown),
         breakdown=tuple(breakdown),
+        draining=conductor.draining,
     )
 
 
@@ -207,17 +223,21 @@ class PlacementEngine:
             verdict = _judge(members[0], constraints)
             verdicts.extend(
                 Verdict(
-                    m.name, verdict.excluded, verdict.score, verdict.breakdown
+                    m.name,
+                    verdict.excluded,
+                    verdict.score,
+                    verdict.breakdown,
+                    verdict.draining,
                 )
                 for m in members
             )
         verdicts.sort(key=lambda v: v.conductor)
-        scores = [v.score for v in verdicts if v.excluded is None]
-        top = max(scores) if scores else None
+        ranks = [v.rank for v in verdicts if v.excluded is None]
+        top = max(ranks) if ranks else None
         tied = tuple(
             v.conductor
             for v in verdicts
-            if v.excluded is None and v.score == top
+            if v.excluded is None and v.rank == top
         )
         hashes = tuple(self._hash_of[name] for name in tied)
         result = (Evaluation(tuple(verdicts), top, tied), hashes)
@@ -316,12 +336,12 @@ class PlacementEngine:
         result: list[tuple[str, ...]] = [()] * len(nodes)
         for constraints, indexes in groups.items():
             evaluation, _hashes = self._evaluate(constraints)  # type: ignore
-            tiers: dict[int, list[str]] = {}
+            tiers: dict[tuple[bool, int], list[str]] = {}
             for verdict in evaluation.eligible:
-                tiers.setdefault(verdict.score, []).append(verdict.conductor)
+                tiers.setdefault(verdict.rank, []).append(verdict.conductor)
             orders: list[list[str]] = [[] for _ in indexes]
-            for score in sorted(tiers, reverse=True):
-                names = tiers[score]
+            for rank in sorted(tiers, reverse=True):
+                names = tiers[rank]
                 wanted = [i for i, o in enumerate(orders) if len(o) < limit]
                 if not wanted:
                     break
@@ -350,6 +370,11 @@ class PlacementEngine:
         ]
         ranked = sorted(
             zip(eligible, weights, strict=True),
-            key=lambda pair: (-pair[0].score, -pair[1], pair[0].conductor),
+            key=lambda pair: (
+                pair[0].draining,
+                -pair[0].score,
+                -pair[1],
+                pair[0].conductor,
+            ),
         )
         return tuple(verdict.conductor for verdict, _w in ranked)

@@ -31,6 +31,9 @@ SOFT_ANTI_AFFINITY = 'soft_anti_affinity_tags'
 # (configuration, scenario, a published entry), so that no number is
 # costly to print or compare.
 MAX_NODES_LIMIT = 10**9
+# The newest format level of what processes publish that this release
+# reads (membership/levels.py); level 2 adds a conductor's drain.
+FORMAT_LEVEL = 2
 # NodeRequest.tags hides the tags module inside that class.
 _TagList = tags.TagList
 
@@ -65,6 +68,9 @@ class ConductorProfile:
     # The most nodes the conductor takes while others have room (see
     # ironic_affinity.capacity); 0 is no limit.
     max_nodes: int = 0
+    # Draining: it takes a node only when no other eligible conductor
+    # may (see ironic_affinity.engine), and hands its others over.
+    draining: bool = False
     # Earlier profiles that nodes still follow, oldest first, while their
     # changes roll out (see ironic_affinity.rollout).
     changes: tuple['ProfileChange', ...] = ()
@@ -85,6 +91,7 @@ class ConductorProfile:
         conductor_group: str | None = None,
         max_nodes: int = 0,
         where: str = '',
+        draining: bool = False,
     ) -> 'ConductorProfile':
         """Parse raw tag lists into a checked profile.
 
@@ -114,6 +121,7 @@ class ConductorProfile:
             ),
             conductor_group=(conductor_group or '').lower(),
             max_nodes=max_nodes,
+            draining=draining,
         )
         return profile
 
@@ -188,6 +196,7 @@ class ConductorProfile:
             tuple(sorted(self.soft_anti_affinity_tags.items())),
             self.hardware_types,
             self.conductor_group,
+            self.draining,
         )
 
 

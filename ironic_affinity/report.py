@@ -22,15 +22,11 @@ from collections.abc import Collection
 from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import Sequence
-import time
 from typing import Any
 
-from ironic_affinity import adoption
 from ironic_affinity import placement
 from ironic_affinity import profile
-from ironic_affinity import rollout
 from ironic_affinity import schedule
-from ironic_affinity import tags
 
 
 def _moves(moves: Iterable[schedule.Move[str | None]]) -> list[dict[str, Any]]:
@@ -196,6 +192,8 @@ def explain(
                 verdict=state,
                 score=verdict.score,
                 breakdown=[list(item) for item in verdict.breakdown],
+                # After every eligible conductor that is not.
+                draining=verdict.draining,
             )
         if settled is not None and verdict is not None:
             row.update(
@@ -211,140 +209,6 @@ def explain(
         'conductors': rows,
         'fallback': list(fallback),
         **extra,
-    }
-
-
-def switching(
-    agreement: adoption.Agreement,
-    now: float,
-    nodes: Sequence[profile.NodeRequest] | None = None,
-    takeovers_pending: int | None = None,
-) -> dict[str, Any]:
-    """Where the deployment stands between Ironic's ring ("stock") and
-    affinity placement, as one JSON-ready dict.
-
-    ``state`` is ``stock`` or ``affinity`` when every node is there, else
-    ``switching`` (to ``to``, from ``since`` until ``ends_at``); ``due``
-    says a switch to ``to`` is about to be recorded by ``recorder``.
-    With ``nodes``, ``nodes_to_move`` counts those still to change side.
-    With ``takeovers_pending`` (see :mod:`ironic_affinity.takeovers`),
-    the key of that name counts the nodes placed on a conductor that has
-    not taken them over yet, on either side.
-    """
-    found = agreement.adoption
-    active = found.active(now)
-    newest = found.switches[-1] if found.switches else None
-    report: dict[str, Any] = {
-        'state': found.all_on(now) or 'switching',
-        'to': agreement.target,
-        'since': (
-            round(newest.at, 3)
-            if newest is not None and newest.at > adoption.ORIGIN_AT
-            else None
-        ),
-        'ends_at': round(found.ends_at, 3) if active else None,
-        'due': agreement.due,
-        'recorder': agreement.recorder if agreement.due else None,
-        'stock_voters': sorted(agreement.stock_voters),
-        'outsiders': sorted(agreement.outsiders),
-    }
-    if nodes is not None:
-        # Keyed as the ring keys them: by uuid.
-        report['nodes_to_move'] = len(
-            [node for node in nodes if active and found.pending_of(node, now)]
-        )
-    if takeovers_pending is not None:
-        report['takeovers_pending'] = takeovers_pending
-    return report
-
-
-def members(
-    found: Mapping[str, profile.ConductorProfile],
-    url: str,
-    group: str,
-    *,
-    rejected: Mapping[str, str],
-    held: Collection[str] = (),
-    error: str | None = None,
-    age: float | None = None,
-    now: float | None = None,
-) -> dict[str, Any]:
-    """The members of the group as one JSON-ready dict.
-
-    :param found: the members with their published profiles.
-    :param rejected: members left out, with why.
-    :param held: members kept from before a backend outage.
-    :param error: why the group is unreadable (``age``: seconds since read).
-    :param now: seconds since the epoch; changes rolling out then listed.
-    """
-    return {
-        'backend': url,
-        'group': group,
-        'readable': error is None,
-        'error': error,
-        'age_seconds': None if age is None else round(age, 3),
-        'members': [
-            {
-                'name': name,
-                'conductor_group': c.conductor_group,
-                'hardware_types': (
-                    None
-                    if c.hardware_types is None
-                    else sorted(c.hardware_types)
-                ),
-                profile.HARD_AFFINITY: sorted(c.hard_affinity_tags),
-                profile.HARD_ANTI_AFFINITY: sorted(c.hard_anti_affinity_tags),
-                profile.SOFT_AFFINITY: tags.format_weighted(
-                    dict(c.soft_affinity_tags)
-                ),
-                profile.SOFT_ANTI_AFFINITY: tags.format_weighted(
-                    dict(c.soft_anti_affinity_tags)
-                ),
-                'max_nodes': c.max_nodes,
-                'held_through_outage': name in held,
-                'vote': (
-                    adoption.AFFINITY
-                    if c.switching is None
-                    else c.switching.vote.side
-                ),
-                **_rollout(c, now),
-            }
-            for name, c in sorted(found.items())
-        ],
-        'rejected': dict(sorted(rejected.items())),
-        # From the group alone (live_commands.members adds the database);
-        # None for an empty or unread group, which votes for nothing.
-        'placement': (
-            switching(
-                adoption.agree({n: c.switching for n, c in found.items()}, ()),
-                time.time() if now is None else now,
-            )
-            if found and error is None
-            else None
-        ),
-    }
-
-
-def _rollout(
-    conductor: profile.ConductorProfile, now: float | None
-) -> dict[str, Any]:
-    """A member's changes rolling out at ``now``, and when they end."""
-    changes = conductor.changes
-    if now is not None:
-        changes = rollout.unfinished(changes, now)
-    return {
-        'changes': [
-            {
-                'kind': 'joined' if c.before is None else 'changed',
-                'at': round(c.at, 3),
-                'period': c.period,
-                'ends_at': round(c.ends_at(), 3),
-            }
-            for c in changes
-        ],
-        'rollout_ends_at': (
-            round(max(c.ends_at() for c in changes), 3) if changes else None
-        ),
     }
 
 

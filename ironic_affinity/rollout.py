@@ -135,10 +135,10 @@ def ends_at(conductors: Iterable[profile.ConductorProfile]) -> float | None:
     return max(ends) if ends else None
 
 
-def _score(evaluation: engine.Evaluation) -> int | None:
-    """A one-conductor evaluation's score, None when excluded."""
+def _rank(evaluation: engine.Evaluation) -> tuple[bool, int] | None:
+    """A one-conductor evaluation's rank, None when excluded."""
     (verdict,) = evaluation.verdicts
-    return verdict.score if verdict.excluded is None else None
+    return verdict.rank if verdict.excluded is None else None
 
 
 class PacedPlacer:
@@ -184,26 +184,28 @@ class PacedPlacer:
         # hashes only the node.
         self._schedules = tuple(schedule_of(c) for c in self._rolling)
         # By node constraints: per changing conductor, per stage, its
-        # score for such a node, or None where it cannot take it. A
+        # rank for such a node, or None where it cannot take it. A
         # lookup then reads verdicts instead of computing them.
-        self._scores: dict[object, tuple[tuple[int | None, ...], ...]] = {}
+        self._ranks: dict[
+            object, tuple[tuple[tuple[bool, int] | None, ...], ...]
+        ] = {}
         self._eligible: dict[object, frozenset[str]] = {}
 
-    def _scores_for(
+    def _ranks_for(
         self, node: profile.NodeRequest
-    ) -> tuple[tuple[int | None, ...], ...]:
-        found = self._scores.get(node.constraints)
+    ) -> tuple[tuple[tuple[bool, int] | None, ...], ...]:
+        found = self._ranks.get(node.constraints)
         if found is None:
             found = tuple(
                 tuple(
-                    None if seen is None else _score(seen.evaluate(node))
+                    None if seen is None else _rank(seen.evaluate(node))
                     for seen in stages
                 )
                 for stages in self._seen
             )
-            if len(self._scores) >= engine.MAX_CACHED_EVALUATIONS:
-                self._scores.clear()
-            self._scores[node.constraints] = found
+            if len(self._ranks) >= engine.MAX_CACHED_EVALUATIONS:
+                self._ranks.clear()
+            self._ranks[node.constraints] = found
         return found
 
     @property
@@ -230,19 +232,19 @@ class PacedPlacer:
     def paced(self, node: profile.NodeRequest, now: float) -> str | None:
         """The engine's rule over the conductors as the node sees them."""
         evaluation = self._steady.evaluate(node)
-        top = evaluation.top_score
+        top = evaluation.top_rank
         tied = list(evaluation.tied)
         key = rendezvous.hash64(node.hash_key)
-        scores = self._scores_for(node)
+        ranks = self._ranks_for(node)
         # One pass per changing conductor, reading precomputed hashes
-        # and scores.
+        # and ranks.
         for index, paced in enumerate(self._schedules):
-            score = scores[index][paced.stage(key, now, node.created_at)]
-            if score is None:
+            rank = ranks[index][paced.stage(key, now, node.created_at)]
+            if rank is None:
                 continue
-            if top is None or score > top:
-                top, tied = score, [self._rolling[index].name]
-            elif score == top:
+            if top is None or rank > top:
+                top, tied = rank, [self._rolling[index].name]
+            elif rank == top:
                 tied.append(self._rolling[index].name)
         if len(tied) < 2:
             return tied[0] if tied else None

@@ -21,6 +21,7 @@ A scenario is a YAML or JSON mapping::
         conductor_group: ''                    # optional
         hardware_types: [ipmi, redfish]        # optional; default: all
         max_nodes: 600                         # optional; default 0: no limit
+        drain: false                           # optional; as [affinity]drain
     nodes:
       - name: node1
         uuid: 5d6a...                          # optional; hashed if given
@@ -48,7 +49,7 @@ from ironic_affinity._i18n import _
 MAX_FILE_BYTES = 64 * 1024 * 1024
 
 _CONDUCTOR_KEYS = frozenset(
-    ('name', 'conductor_group', 'hardware_types', 'max_nodes')
+    ('name', 'conductor_group', 'hardware_types', 'max_nodes', 'drain')
     + profile.TAG_OPTIONS
 )
 _NODE_KEYS = frozenset(
@@ -213,6 +214,10 @@ def _conductor(
 ) -> profile.ConductorProfile:
     where = _where(path, 'conductors', index, entry)
     name = _check_entry(entry, _CONDUCTOR_KEYS, where)
+    if not isinstance(entry.get('drain', False), bool):
+        raise exception.InvalidScenario(
+            _('%s: drain must be true or false') % where
+        )
     try:
         return profile.ConductorProfile.build(
             name,
@@ -223,6 +228,7 @@ def _conductor(
             soft_affinity_tags=entry.get(profile.SOFT_AFFINITY),
             soft_anti_affinity_tags=entry.get(profile.SOFT_ANTI_AFFINITY),
             max_nodes=entry.get('max_nodes', 0),
+            draining=entry.get('drain', False),
         )
     except (
         exception.InvalidTag,

@@ -30,9 +30,11 @@ from ironic_affinity import adoption
 from ironic_affinity import conf as affinity_conf
 from ironic_affinity import exception
 from ironic_affinity import report
+from ironic_affinity import report_group
 from ironic_affinity._i18n import _
 from ironic_affinity.cmd import output
 from ironic_affinity.cmd import render
+from ironic_affinity.cmd import render_group
 from ironic_affinity.integration.data import ironic_db
 from ironic_affinity.integration.data import live
 from ironic_affinity.membership import backend
@@ -56,7 +58,7 @@ def _switching(
     """Where the deployment stands between Ironic's ring and affinity
     placement, with the takeovers pending; with the nodes still to change
     side unless ``count_nodes`` is false."""
-    return report.switching(
+    return report_group.switching(
         deployment.agreement,
         now,
         deployment.nodes if count_nodes else None,
@@ -183,7 +185,7 @@ def members(conf: cfg.ConfigOpts, args: Any) -> int:
     _prepare(conf)
     snapshot = service.member_view(conf).refresh_within(args.timeout)
     url = backend.redact(backend.backend_url(conf))
-    result = report.members(
+    result = report_group.members(
         snapshot.members,
         url,
         conf.affinity.group_name,
@@ -192,10 +194,11 @@ def members(conf: cfg.ConfigOpts, args: Any) -> int:
         error=snapshot.error,
         age=snapshot.age(),
         now=time.time(),
+        runs=snapshot.runs,
     )
     if conf.database.connection and result['placement'] is not None:
         result['placement'] = _placement_from_database(conf, snapshot, result)
-    output.emit(result, render.render_members(result), args.format)
+    output.emit(result, render_group.render_members(result), args.format)
     # An unreadable backend shows in the status too, for monitoring.
     return EXIT_PROBLEM if snapshot.stale else 0
 

@@ -21,7 +21,6 @@ import time
 from typing import Any
 
 from ironic_affinity import adoption
-from ironic_affinity import profile
 
 # Untagged nodes named in check's table; -f json lists them all.
 UNTAGGED_SHOWN = 10
@@ -33,7 +32,7 @@ def moment(at: float) -> str:
     return time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(at))
 
 
-def _table(
+def table(
     headers: Sequence[str],
     rows: Sequence[Sequence[Any]],
     formats: Mapping[int, Any] | None = None,
@@ -96,10 +95,10 @@ def render_plan(report: dict[str, Any], down: Collection[str] = ()) -> str:
         ]
     parts = [
         'Placements',
-        _table(headers, rows),
+        table(headers, rows),
         '',
         'Loads' + (' (down: %s)' % ', '.join(sorted(down)) if down else ''),
-        _table(load_headers, load_rows),
+        table(load_headers, load_rows),
         '',
     ]
     if capacities is not None:
@@ -126,7 +125,7 @@ def render_plan(report: dict[str, Any], down: Collection[str] = ()) -> str:
     if rolling is not None and rolling['nodes_to_move']:
         parts += ['', 'Pending moves']
         parts.append(
-            _table(
+            table(
                 ('NODE', 'FROM', 'TO', 'AT'),
                 sorted(
                     (
@@ -143,7 +142,7 @@ def render_plan(report: dict[str, Any], down: Collection[str] = ()) -> str:
         parts += ['', 'Moves (against every conductor up)']
         moves = report['moves']
         parts.append(
-            _table(
+            table(
                 ('NODE', 'FROM', 'TO'),
                 [(m['node'], m['from'], m['to']) for m in moves],
             )
@@ -157,10 +156,11 @@ def _verdict_text(row: dict[str, Any]) -> str:
     if row['verdict'] in ('down', 'excluded'):
         return ': '.join(filter(None, (row['verdict'], row.get('reason'))))
     detail = ', '.join('%s %+d' % (tag, w) for tag, w in row['breakdown'])
-    text = '%s, score %d%s' % (
+    text = '%s, score %d%s%s' % (
         row['verdict'],
         row['score'],
         ' (%s)' % detail if detail else '',
+        ', draining' if row.get('draining') else '',
     )
     if 'load' in row:
         text += ', %d node(s) of %s' % (
@@ -207,7 +207,7 @@ def render_explain(report: dict[str, Any]) -> str:
                 report['hash_key'],
                 ', '.join(report['tags']) or '(none)',
             ),
-            _table(
+            table(
                 ('CONDUCTOR', 'VERDICT'),
                 [
                     (r['conductor'], _verdict_text(r))
@@ -262,79 +262,6 @@ def render_switching(report: dict[str, Any]) -> str:
 
 def _side_name(side: str) -> str:
     return "Ironic's ring (stock)" if side == adoption.STOCK else side
-
-
-def render_members(report: dict[str, Any]) -> str:
-    """The members as a table people read."""
-    age = report['age_seconds']
-    parts = [
-        'Group %s on %s, read %s'
-        % (
-            report['group'],
-            report['backend'],
-            'never' if age is None else '%.1f s ago' % age,
-        )
-    ]
-    if report['error']:
-        parts.append('Backend unreadable: %s' % report['error'])
-    headers = [
-        'CONDUCTOR',
-        'GROUP',
-        'HARDWARE TYPES',
-        'HARD',
-        'HARD ANTI',
-        'SOFT',
-        'SOFT ANTI',
-    ]
-    rows = [
-        [
-            m['name'] + (' (held)' if m['held_through_outage'] else ''),
-            m['conductor_group'] or None,
-            ', '.join(m['hardware_types'] or ['(all)']),
-            ', '.join(m[profile.HARD_AFFINITY]) or None,
-            ', '.join(m[profile.HARD_ANTI_AFFINITY]) or None,
-            m[profile.SOFT_AFFINITY] or None,
-            m[profile.SOFT_ANTI_AFFINITY] or None,
-        ]
-        for m in report['members']
-    ]
-    # Shown once any member uses capacity, so that the table of a
-    # deployment without it is what it was.
-    if any(m['max_nodes'] for m in report['members']):
-        headers.append('MAX NODES')
-        for row, member in zip(rows, report['members'], strict=True):
-            row.append(member['max_nodes'] or None)
-    # The same for a rollout: shown only while one is under way.
-    if any(m['rollout_ends_at'] for m in report['members']):
-        headers.append('ROLLOUT UNTIL')
-        for row, member in zip(rows, report['members'], strict=True):
-            ends = member['rollout_ends_at']
-            row.append(
-                None
-                if ends is None
-                else '%s (%s)'
-                % (
-                    moment(ends),
-                    ', '.join(c['kind'] for c in member['changes']),
-                )
-            )
-    # And the votes, while any conductor votes for Ironic's ring or the
-    # deployment has switched.
-    placed = report.get('placement')
-    if placed is not None and (
-        placed['state'] != 'affinity'
-        or placed['due']
-        or any(m['vote'] != adoption.AFFINITY for m in report['members'])
-    ):
-        headers.append('VOTE')
-        for row, member in zip(rows, report['members'], strict=True):
-            row.append(member['vote'])
-    parts.append(_table(headers, rows))
-    for name, reason in report['rejected'].items():
-        parts.append('Left out of placement: %s: %s' % (name, reason))
-    if placed is not None and render_switching(placed):
-        parts.append(render_switching(placed))
-    return '\n'.join(parts)
 
 
 def render_check(report: dict[str, Any]) -> str:

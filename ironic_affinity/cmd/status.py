@@ -19,7 +19,10 @@ backend, while others route by affinity), fails when conductors run the
 plugin but no API process announces it (the API routes requests by
 Ironic's own ring meanwhile), warns while every node is on Ironic's own
 ring (naming the conductors that vote for it, and those without the
-plugin), and warns about orphaned nodes.
+plugin), and warns about orphaned nodes. It lists the plugin version of
+every process, fails while one publishes a format level that another
+does not read (``[affinity]pin_format``), and warns while versions
+differ or a pin can be lifted.
 Exit status as oslo.upgradecheck defines it: 0 success, 1 warning, 2
 failure.
 """
@@ -32,10 +35,12 @@ from oslo_upgradecheck import upgradecheck
 
 from ironic_affinity import exception
 from ironic_affinity import report
+from ironic_affinity import report_group
 from ironic_affinity.cmd import live_commands
 from ironic_affinity.integration import enabling
 from ironic_affinity.integration.data import live
 from ironic_affinity.membership import backend
+from ironic_affinity.membership import levels
 from ironic_affinity.membership import service
 
 
@@ -69,7 +74,7 @@ class Checks(upgradecheck.UpgradeCommands):
             deployment = self._read()
         except Exception as exc:  # noqa: BLE001 - reported as the result
             return upgradecheck.Result(upgradecheck.Code.FAILURE, str(exc))
-        placed = report.switching(deployment.agreement, time.time())
+        placed = report_group.switching(deployment.agreement, time.time())
         missing = ', '.join(sorted(deployment.not_members))
         if placed['state'] == 'stock' and not placed['due']:
             # Every node on Ironic's ring, as every conductor places
@@ -109,7 +114,7 @@ class Checks(upgradecheck.UpgradeCommands):
             )
         except Exception as exc:  # noqa: BLE001 - reported as the result
             return self._failure(exc)
-        placed = report.switching(deployment.agreement, time.time())
+        placed = report_group.switching(deployment.agreement, time.time())
         if placed['state'] == 'stock' and not placed['due']:
             # Every node on Ironic's ring: an API without the plugin
             # routes as every process does.
@@ -145,19 +150,27 @@ class Checks(upgradecheck.UpgradeCommands):
             )
         return upgradecheck.Result(upgradecheck.Code.SUCCESS)
 
+    def _processes(
+        self,
+    ) -> tuple[dict[str, levels.Runs], dict[str, levels.Runs]]:
+        """What each conductor, then each API process, says it runs."""
+        wait = self.conf.affinity.member_timeout * 2
+        return (
+            service.conductor_entries(self.conf, wait),
+            service.api_processes(self.conf, wait),
+        )
+
     def _check_enabled_by(self) -> upgradecheck.Result:
         """How each process of the deployment took the plugin up, as
         each published it, and which way this host's Ironic allows."""
         try:
-            wait = self.conf.affinity.member_timeout * 2
-            conductors = service.conductor_entries(self.conf, wait)
-            apis = service.api_processes(self.conf, wait)
+            conductors, apis = self._processes()
         except Exception as exc:  # noqa: BLE001 - reported as the result
             return self._failure(exc)
         bare = sorted(
             name
-            for name, way in apis.items()
-            if way == enabling.BY_IRONIC_CONF_WITHOUT_MIDDLEWARE
+            for name, runs in apis.items()
+            if runs.enabled_by == enabling.BY_IRONIC_CONF_WITHOUT_MIDDLEWARE
         )
         here, ignored = _this_ironic(self.conf)
         return upgradecheck.Result(
@@ -174,21 +187,91 @@ class Checks(upgradecheck.UpgradeCommands):
                 % ', '.join(bare)
                 if bare
                 else '',
-                _ways('Conductors', conductors, 'ironic-affinity-conductor'),
+                _ways(
+                    'Conductors',
+                    {n: r.enabled_by for n, r in conductors.items()},
+                    'ironic-affinity-conductor',
+                ),
                 _ways(
                     'API processes',
-                    apis,
+                    {n: r.enabled_by for n, r in apis.items()},
                     'an unrecorded way',
                 ),
                 here,
             ),
         )
 
+    def _check_levels(self) -> upgradecheck.Result:
+        """The plugin versions the processes run, and whether each reads
+        what every other publishes ([affinity]pin_format)."""
+        try:
+            conductors, apis = self._processes()
+        except Exception as exc:  # noqa: BLE001 - reported as the result
+            return self._failure(exc)
+        found = {
+            **{'conductor %s' % n: r for n, r in conductors.items()},
+            **{'API process %s' % n: r for n, r in apis.items()},
+        }
+        return _levels_result(found)
+
     _upgrade_checks = (
         ('Affinity membership', _check_membership),
         ('API with affinity', _check_api),
         ('Orphaned nodes', _check_orphans),
         ('How affinity is enabled', _check_enabled_by),
+        ('Plugin versions and format levels', _check_levels),
+    )
+
+
+def _levels_result(found: dict[str, levels.Runs]) -> upgradecheck.Result:
+    """Fails while a process publishes a level another does not read;
+    warns while they run different versions, or a pin can be lifted."""
+    if not found:
+        return upgradecheck.Result(
+            upgradecheck.Code.SUCCESS, 'No process in the groups.'
+        )
+    by_version: dict[str, list[str]] = {}
+    for name, runs in sorted(found.items()):
+        by_version.setdefault(
+            runs.version or 'a release before format levels', []
+        ).append(name)
+    said = 'Versions: %s.' % '; '.join(
+        '%s on %s' % (version, ', '.join(names))
+        for version, names in sorted(by_version.items())
+    )
+    oldest = min(runs.reads for runs in found.values())
+    newest = max(runs.writes for runs in found.values())
+    if newest > oldest:
+        return upgradecheck.Result(
+            upgradecheck.Code.FAILURE,
+            '%s publish format level %d, which %s do not read: they may '
+            'place nodes apart. Set [affinity]pin_format = %d on every '
+            'process until all are upgraded. %s'
+            % (
+                ', '.join(n for n, r in found.items() if r.writes > oldest),
+                newest,
+                ', '.join(n for n, r in found.items() if r.reads < newest),
+                oldest,
+                said,
+            ),
+        )
+    pinned = sorted(n for n, r in found.items() if r.writes < r.reads)
+    liftable = [n for n in pinned if found[n].reads <= oldest]
+    if liftable:
+        said += (
+            ' Every process reads format level %d: lift [affinity]'
+            'pin_format on %s, one process at a time.'
+            % (oldest, ', '.join(liftable))
+        )
+    elif pinned:
+        said += ' Pinned, until every process is upgraded: %s.' % ', '.join(
+            pinned
+        )
+    return upgradecheck.Result(
+        upgradecheck.Code.WARNING
+        if len(by_version) > 1 or liftable
+        else upgradecheck.Code.SUCCESS,
+        said,
     )
 
 

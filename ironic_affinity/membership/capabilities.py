@@ -21,8 +21,12 @@ on.
 The compatibility rule: optional keys are absent when empty, and a
 reader takes their absence as the default; a reader ignores keys it does
 not know (saying so once, at DEBUG), so that a newer process may add
-one; a change that an older reader would misread bumps
-:data:`FORMAT_VERSION`, which readers refuse rather than guess.
+one; a key that an older reader would wrongly ignore has a higher format
+level (:mod:`ironic_affinity.membership.levels`), published only when
+``[affinity]pin_format`` allows; a change that an older reader would
+misread bumps :data:`FORMAT_VERSION`, which readers refuse rather than
+guess. What the process runs (its version, its levels) is published
+beside the profile and read leniently, by ``levels.runs_of``.
 """
 
 import dataclasses
@@ -40,31 +44,30 @@ from ironic_affinity import schedule
 from ironic_affinity import tags
 from ironic_affinity._i18n import _
 from ironic_affinity.membership import checks
+from ironic_affinity.membership import levels
 
 FORMAT_VERSION = 1
 MAX_ENCODED_BYTES = 64 * 1024
 MAX_HARDWARE_TYPES = 256
 MAX_NAME_LENGTH = 255
 
-#: How the plugin reached the process (ring.loader.enabled_by), for the
-#: upgrade check; not part of the profile. Published by a conductor only
-#: on an Ironic with the pluggable hash-ring manager.
-ENABLED_BY = 'enabled_by'
-_KEYS = frozenset(
-    ('format',)
-    + profile.TAG_OPTIONS
-    + (
-        'hardware_types',
-        'conductor_group',
-        'max_nodes',
-        'changes',
-        'switching',
-        ENABLED_BY,
-    )
-)
-_CHANGE_KEYS = frozenset(('before', 'at', 'period'))
-_SWITCHING_KEYS = frozenset(('vote', 'since', 'period', 'switches'))
-_SWITCH_KEYS = frozenset(('to', 'at', 'period'))
+DRAINING = 'draining'
+# Each key with its format level (membership/levels.py): what decoding
+# knows, and what encoding publishes under [affinity]pin_format.
+_KEYS = {
+    'format': 1,
+    **dict.fromkeys(profile.TAG_OPTIONS, 1),
+    'hardware_types': 1,
+    'conductor_group': 1,
+    'max_nodes': 1,
+    'changes': 1,
+    'switching': 1,
+    **levels.DESCRIPTIVE,
+    DRAINING: 2,
+}
+_CHANGE_KEYS = dict.fromkeys(('before', 'at', 'period'), 1)
+_SWITCHING_KEYS = dict.fromkeys(('vote', 'since', 'period', 'switches'), 1)
+_SWITCH_KEYS = dict.fromkeys(('to', 'at', 'period'), 1)
 # Bounds of a published change: a week-long rollout is already beyond any
 # use; a time before 2001 or after 5138 is a broken clock or garbage.
 MAX_PERIOD = 7 * 24 * 3600
@@ -76,10 +79,13 @@ LOG = log.getLogger(__name__)
 _IGNORED: outage.Conditions[tuple[str, str]] = outage.Conditions(LOG)
 
 
-def encode(conductor: profile.ConductorProfile) -> dict[str, Any]:
+def encode(
+    conductor: profile.ConductorProfile, level: int = levels.LEVEL
+) -> dict[str, Any]:
     """The capabilities of a conductor: plain JSON types, canonical;
-    ``max_nodes``, ``changes`` and ``switching`` only when set."""
-    found = {
+    ``max_nodes``, ``draining``, ``changes`` and ``switching`` only when
+    set, and only the keys of ``level`` (the pin) and below."""
+    found: dict[str, Any] = {
         'format': FORMAT_VERSION,
         profile.HARD_AFFINITY: sorted(conductor.hard_affinity_tags),
         profile.HARD_ANTI_AFFINITY: sorted(conductor.hard_anti_affinity_tags),
@@ -98,37 +104,52 @@ def encode(conductor: profile.ConductorProfile) -> dict[str, Any]:
     }
     if conductor.max_nodes:
         found['max_nodes'] = conductor.max_nodes
+    if conductor.draining:
+        found[DRAINING] = True
     if conductor.changes:
         found['changes'] = [
-            {
-                'before': (
-                    None
-                    if change.before is None
-                    # Only its tags: a switch is the member's, not the
-                    # profile's.
-                    else encode(
-                        dataclasses.replace(change.before, switching=None)
-                    )
-                ),
-                'at': change.at,
-                'period': change.period,
-            }
+            levels.at_level(
+                {
+                    'before': (
+                        None
+                        if change.before is None
+                        # Only its tags: a switch is the member's, not
+                        # the profile's.
+                        else encode(
+                            dataclasses.replace(change.before, switching=None),
+                            level,
+                        )
+                    ),
+                    'at': change.at,
+                    'period': change.period,
+                },
+                _CHANGE_KEYS,
+                level,
+            )
             for change in conductor.changes
         ]
     if conductor.switching is not None:
         # Set for a conductor that votes for Ironic's ring or knows of a
         # switch (see adoption.agree).
         vote = conductor.switching.vote
-        found['switching'] = {
-            'vote': vote.side,
-            'since': vote.since,
-            'period': vote.period,
-            'switches': [
-                {'to': s.to, 'at': s.at, 'period': s.period}
-                for s in conductor.switching.switches
-            ],
-        }
-    return found
+        found['switching'] = levels.at_level(
+            {
+                'vote': vote.side,
+                'since': vote.since,
+                'period': vote.period,
+                'switches': [
+                    levels.at_level(
+                        {'to': s.to, 'at': s.at, 'period': s.period},
+                        _SWITCH_KEYS,
+                        level,
+                    )
+                    for s in conductor.switching.switches
+                ],
+            },
+            _SWITCHING_KEYS,
+            level,
+        )
+    return levels.at_level(found, _KEYS, level)
 
 
 def fit(conductor: profile.ConductorProfile) -> profile.ConductorProfile:
@@ -145,12 +166,12 @@ def fit(conductor: profile.ConductorProfile) -> profile.ConductorProfile:
 
 
 def _known(
-    name: str, where: str, found: dict[str, Any], known: frozenset[str]
+    name: str, where: str, found: dict[str, Any], known: dict[str, int]
 ) -> None:
     """Say once, at DEBUG, which keys of a member's mapping this reader
     ignores."""
     # Quoted: a key may be any JSON scalar, of any length.
-    unknown = tuple(sorted(tags.quote(k) for k in set(found) - known))
+    unknown = tuple(sorted(tags.quote(k) for k in set(found) - known.keys()))
     if unknown:
         _IGNORED.raised(
             (name, where),
@@ -172,7 +193,10 @@ def _changes(name: str, value: Any) -> tuple[profile.ProfileChange, ...]:
     found = []
     for index, change in enumerate(value):
         where = 'changes[%d]' % index
-        if not isinstance(change, dict) or not _CHANGE_KEYS <= set(change):
+        if (
+            not isinstance(change, dict)
+            or not _CHANGE_KEYS.keys() <= change.keys()
+        ):
             raise exception.InvalidCapabilities(
                 _('%s must be a mapping of before, at and period') % where
             )
@@ -215,7 +239,10 @@ def _side(value: Any, where: str) -> str:
 
 
 def _switching(name: str, value: Any) -> adoption.Published:
-    if not isinstance(value, dict) or not _SWITCHING_KEYS <= set(value):
+    if (
+        not isinstance(value, dict)
+        or not _SWITCHING_KEYS.keys() <= value.keys()
+    ):
         raise exception.InvalidCapabilities(
             _('switching must be a mapping of vote, since, period, switches')
         )
@@ -229,7 +256,10 @@ def _switching(name: str, value: Any) -> adoption.Published:
     found = []
     for index, switch in enumerate(switches):
         where = 'switching.switches[%d]' % index
-        if not isinstance(switch, dict) or not _SWITCH_KEYS <= set(switch):
+        if (
+            not isinstance(switch, dict)
+            or not _SWITCH_KEYS.keys() <= switch.keys()
+        ):
             raise exception.InvalidCapabilities(
                 _('%s must be a mapping of to, at and period') % where
             )
@@ -314,8 +344,12 @@ def _decode(name: str, raw: Any, where: str) -> profile.ConductorProfile:
             checks.string(h, 'hardware_types', MAX_NAME_LENGTH)
             for h in hardware_types
         ]
-    if ENABLED_BY in raw:
-        checks.string(raw[ENABLED_BY], ENABLED_BY, MAX_NAME_LENGTH)
+    draining = raw.get(DRAINING, False)
+    if not isinstance(draining, bool):
+        raise exception.InvalidCapabilities(
+            _('draining must be true or false, not %s')
+            % checks.shown(draining)
+        )
     try:
         return profile.ConductorProfile(
             name=name,
@@ -344,6 +378,7 @@ def _decode(name: str, raw: Any, where: str) -> profile.ConductorProfile:
             max_nodes=checks.whole(
                 raw.get('max_nodes', 0), profile.MAX_NODES_LIMIT, 'max_nodes'
             ),
+            draining=draining,
             changes=(
                 _changes(name, raw['changes']) if 'changes' in raw else ()
             ),
@@ -355,19 +390,3 @@ def _decode(name: str, raw: Any, where: str) -> profile.ConductorProfile:
         )
     except (exception.InvalidTag, exception.ConflictingTags) as exc:
         raise exception.InvalidCapabilities(str(exc)) from exc
-
-
-def enabled_by_of(raw: Any) -> str | None:
-    """How an entry, a conductor's or an API process's, says the plugin
-    reached its process; None when it does not say (a launcher on an
-    Ironic without the hook) or says it badly. Lenient: only for the
-    upgrade check's report."""
-    if isinstance(raw, (bytes, str)):
-        try:
-            raw = json.loads(raw) if raw else None
-        except (ValueError, RecursionError):
-            return None
-    found = raw.get(ENABLED_BY) if isinstance(raw, dict) else None
-    if isinstance(found, str) and len(found) <= MAX_NAME_LENGTH:
-        return found
-    return None

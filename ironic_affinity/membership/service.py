@@ -37,16 +37,20 @@ from oslo_log import log
 from ironic_affinity import adoption
 from ironic_affinity import conf as affinity_conf
 from ironic_affinity import exception
+from ironic_affinity import outage
 from ironic_affinity import profile
 from ironic_affinity import publication
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import capabilities
 from ironic_affinity.membership import lease
+from ironic_affinity.membership import levels
 from ironic_affinity.membership import member
 from ironic_affinity.membership import reading
 from ironic_affinity.membership import view
 
 LOG = log.getLogger(__name__)
+# By conductor: what its pin keeps it from publishing, warned once.
+_HELD: outage.Conditions[str] = outage.Conditions(LOG)
 
 
 def member_view(conf: cfg.ConfigOpts) -> view.MemberView:
@@ -118,9 +122,9 @@ def announce_api(
 
 def api_processes(
     conf: cfg.ConfigOpts, timeout: float
-) -> dict[str, str | None]:
+) -> dict[str, levels.Runs]:
     """The API processes announced now, read once within ``timeout``,
-    each with how the plugin reached it (None: it does not say).
+    each with what it says it runs.
 
     :raises: tooz errors when the backend cannot be read.
     """
@@ -129,9 +133,9 @@ def api_processes(
 
 def conductor_entries(
     conf: cfg.ConfigOpts, timeout: float
-) -> dict[str, str | None]:
-    """The conductors of the group now, each with how the plugin reached
-    it (None: it does not say), read once within ``timeout``.
+) -> dict[str, levels.Runs]:
+    """The conductors of the group now, each with what it says it runs,
+    read once within ``timeout``.
 
     :raises: tooz errors when the backend cannot be read.
     """
@@ -140,7 +144,7 @@ def conductor_entries(
 
 def _entries(
     conf: cfg.ConfigOpts, group: str, timeout: float
-) -> dict[str, str | None]:
+) -> dict[str, levels.Runs]:
     reader = backend.coordinator(
         backend.backend_url(conf),
         view.observer_id(),
@@ -151,10 +155,7 @@ def _entries(
         found = reading.members_by_name(reader, group.encode('utf-8'), timeout)
     finally:
         reader.stop()
-    return {
-        name: capabilities.enabled_by_of(raw)
-        for name, raw in (found or {}).items()
-    }
+    return {name: levels.runs_of(raw) for name, raw in (found or {}).items()}
 
 
 class ConductorMembership:
@@ -193,9 +194,7 @@ class ConductorMembership:
         self.voted_at = time.time()
         self._agreement = agreement
         self._sized_period = sized_period
-        self._extra: dict[str, object] = (
-            {} if enabled_by is None else {capabilities.ENABLED_BY: enabled_by}
-        )
+        self._enabled_by = enabled_by
         # The switches this conductor published last (adoption.recorded).
         self._history: tuple[adoption.Switch, ...] = ()
         current = self._profile()
@@ -269,7 +268,27 @@ class ConductorMembership:
     def _encode(
         self, conductor: profile.ConductorProfile
     ) -> dict[str, object]:
-        return {**capabilities.encode(conductor), **self._extra}
+        level = levels.writes(self.conf)
+        found = capabilities.encode(conductor, level)
+        held = sorted(capabilities.encode(conductor).keys() - found.keys())
+        if held:
+            _HELD.raised(
+                self.name,
+                tuple(held),
+                'Conductor %(name)s does not publish %(keys)s: '
+                '[affinity]pin_format is %(pin)d, and they need format '
+                'level %(level)d. Lift the pin once every process reads '
+                'it ("ironic-affinity-status upgrade check" says when).',
+                {
+                    'name': self.name,
+                    'keys': ', '.join(held),
+                    'pin': level,
+                    'level': levels.LEVEL,
+                },
+            )
+        else:
+            _HELD.cleared(self.name)
+        return {**found, **levels.describe(self.conf, self._enabled_by)}
 
     def _profile(self) -> profile.ConductorProfile:
         current = affinity_conf.conductor_profile(

@@ -46,6 +46,7 @@ from ironic_affinity import profile
 from ironic_affinity.membership import backend
 from ironic_affinity.membership import capabilities
 from ironic_affinity.membership import lease
+from ironic_affinity.membership import levels
 from ironic_affinity.membership import reading
 from ironic_affinity.membership import view_snapshot
 
@@ -89,8 +90,10 @@ class MemberView:
         self._clock = clock
         self._snapshot = view_snapshot.EMPTY
         self._own_lease = own_lease
-        # By name, members whose profile is unusable.
+        # By name, members whose profile is unusable, and those that
+        # publish a newer format level than this process reads.
         self._noted = outage.Conditions[str](LOG, clock)
+        self._newer = outage.Conditions[str](LOG, clock)
         self._stand_downs = lease.StandDowns(LOG, clock)
         self._coordinator: coordination.CoordinationDriver | None = None
         self._stop = threading.Event()
@@ -254,10 +257,17 @@ class MemberView:
 
     def _decode(
         self, raw: dict[str, object]
-    ) -> tuple[dict[str, profile.ConductorProfile], dict[str, str]]:
+    ) -> tuple[
+        dict[str, profile.ConductorProfile],
+        dict[str, str],
+        dict[str, levels.Runs],
+    ]:
         members = {}
         rejected = {}
+        runs = {}
         for name, caps in raw.items():
+            runs[name] = levels.runs_of(caps)
+            levels.note_newer(self._newer, name, runs[name])
             try:
                 members[name] = capabilities.decode(name, caps)
             except exception.InvalidCapabilities as exc:
@@ -271,15 +281,17 @@ class MemberView:
                 )
         for name in self._noted.keys() - set(rejected):
             self._noted.cleared(name)
-        return members, rejected
+        return members, rejected, runs
 
     def _publish(
         self, raw: dict[str, object] | None, started: float
     ) -> view_snapshot.Snapshot:
         now = self._clock()
-        members, rejected = self._decode(raw or {})
+        members, rejected, runs = self._decode(raw or {})
         with self._changed:
-            return self._publish_locked(raw, members, rejected, started, now)
+            return self._publish_locked(
+                raw, members, rejected, started, now, runs
+            )
 
     def _publish_locked(
         self,
@@ -288,6 +300,7 @@ class MemberView:
         rejected: dict[str, str],
         started: float,
         now: float,
+        runs: dict[str, levels.Runs],
     ) -> view_snapshot.Snapshot:
         # Under the lock: _stand_down may replace the snapshot meanwhile.
         previous = self._snapshot
@@ -331,6 +344,7 @@ class MemberView:
             rejected=types.MappingProxyType(rejected),
             read_at=now,
             held=held,
+            runs=types.MappingProxyType(runs),
         )
         self._snapshot = snapshot
         self._changed.notify_all()

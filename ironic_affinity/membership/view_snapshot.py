@@ -20,6 +20,7 @@ import types
 from typing import Any
 
 from ironic_affinity import profile
+from ironic_affinity.membership import levels
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +38,11 @@ class Snapshot:
     error: str | None = None
     # Members kept from before an outage that have not rejoined yet.
     held: frozenset[str] = frozenset()
+    # What each member read says it runs, left out of ``version``: no
+    # placement depends on it.
+    runs: Mapping[str, levels.Runs] = dataclasses.field(
+        default_factory=lambda: types.MappingProxyType({})
+    )
 
     @property
     def stale(self) -> bool:

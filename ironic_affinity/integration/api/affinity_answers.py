@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from ironic_affinity import exception
 from ironic_affinity import profile
 from ironic_affinity import report
+from ironic_affinity import report_group
 from ironic_affinity._i18n import _
 from ironic_affinity.integration import process_services
 from ironic_affinity.integration.data import live
@@ -118,7 +119,7 @@ def node_affinity(
     switches = state.agreement.adoption
     now = time.time()
     result.update(
-        placement=report.switching(state.agreement, now),
+        placement=report_group.switching(state.agreement, now),
         side=switches.side_of(request, now),
         switch_moves=[
             {'from': m.source, 'to': m.target, 'at': round(m.at, 3)}
@@ -145,13 +146,15 @@ def deployment_affinity(
     loads = report.plan(deployment.conductors, deployment.nodes, now=now)[
         'loads'
     ]
-    members = report.members(
+    members = report_group.members(
         snapshot.members,
         '',
         '',
         rejected=snapshot.rejected,
         held=snapshot.held,
         now=now,
+        # Fresh from the view: what a member runs rebuilds no state.
+        runs=services.view.snapshot().runs,
     )['members']
     for member in members:
         # None for a member Ironic does not list as active.
@@ -172,7 +175,7 @@ def deployment_affinity(
         'untagged': checked['untagged'],
         'unused_tags': checked['unused_tags'],
         'bad_tags': dict(sorted(deployment.bad_tags.items())),
-        'placement': report.switching(
+        'placement': report_group.switching(
             deployment.agreement,
             now,
             deployment.nodes,

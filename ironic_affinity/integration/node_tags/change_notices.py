@@ -34,24 +34,35 @@ from typing import Any
 from oslo_config import cfg
 
 from ironic_affinity.membership import capabilities
+from ironic_affinity.membership import levels
 from ironic_affinity.membership import service
 
 KEPT = 64
 KEY = 'node_changes'
+# Each key of an API process's entry with its format level
+# (membership/levels.py).
+_KEYS = {'format': 1, 'role': 1, KEY: 1, **levels.DESCRIPTIVE}
 
 
 class ChangeNotices:
     """The node writes of this process, numbered; thread-safe."""
 
-    def __init__(self, enabled_by: str | None = None) -> None:
-        """:param enabled_by: how the plugin reached this API process
-        (ring.loader.enabled_by), published beside the notices for the
-        upgrade check: readers of API entries read only what they know,
-        so a new key breaks none."""
+    def __init__(
+        self,
+        conf: cfg.ConfigOpts | None = None,
+        enabled_by: str | None = None,
+    ) -> None:
+        """:param conf: this process's options: what it runs is published
+            beside the notices, for the upgrade check; None publishes the
+            notices alone.
+        :param enabled_by: how the plugin reached this API process
+            (ring.loader.enabled_by).
+        """
         self._lock = threading.Lock()
         self._seq = 0
         self._recent: list[str] = []
-        self.enabled_by = enabled_by
+        self._about = {} if conf is None else levels.describe(conf, enabled_by)
+        self._level = levels.LEVEL if conf is None else levels.writes(conf)
 
     def record(self, ident: str) -> None:
         with self._lock:
@@ -65,10 +76,9 @@ class ChangeNotices:
                 'format': capabilities.FORMAT_VERSION,
                 'role': 'api',
                 KEY: {'seq': self._seq, 'recent': list(self._recent)},
+                **self._about,
             }
-        if self.enabled_by is not None:
-            found[capabilities.ENABLED_BY] = self.enabled_by
-        return found
+        return levels.at_level(found, _KEYS, self._level)
 
 
 # The node writes this process's API answered, by pid: a forked child
@@ -82,7 +92,7 @@ def announce(conf: cfg.ConfigOpts, enabled_by: str | None) -> None:
     :param enabled_by: how the plugin reached this process, published
         for the upgrade check (ring.loader.enabled_by).
     """
-    notices = _NOTICES.setdefault(os.getpid(), ChangeNotices(enabled_by))
+    notices = _NOTICES.setdefault(os.getpid(), ChangeNotices(conf, enabled_by))
     service.announce_api(conf, notices.capabilities)
 
 
@@ -92,7 +102,7 @@ def note_node_written(
     """Tell the node tags reader that this API process just wrote
     ``node`` (a uuid or name). Cheap: the entry is published by the
     announcement's own thread."""
-    notices = _NOTICES.setdefault(os.getpid(), ChangeNotices(enabled_by))
+    notices = _NOTICES.setdefault(os.getpid(), ChangeNotices(conf, enabled_by))
     notices.record(node)
     service.announce_api(conf, notices.capabilities).update(
         notices.capabilities()

@@ -36,6 +36,8 @@ from tooz import coordination
 from ironic_affinity import conf as affinity_conf
 from ironic_affinity import profile
 from ironic_affinity.membership import backend
+from ironic_affinity.membership import capabilities
+from ironic_affinity.membership import levels
 from ironic_affinity.membership import reading
 from ironic_affinity.membership import service
 from ironic_affinity.membership import view
@@ -373,6 +375,41 @@ class MembershipMixin(MemberHelpers):
         snapshot = self.wait_view(lambda s: 'rogue' in s.rejected)
         self.assertIn('soft_affinity_tags', snapshot.rejected['rogue'])
         self.assertEqual({'good'}, set(snapshot.members))
+
+    def test_a_member_with_keys_this_reader_does_not_know_is_kept(self):
+        # A newer release's entry: a key this one does not know, at the
+        # top and inside a change, and what it says it runs.
+        self.start_member('good')
+        newer = backend.coordinator(self.server.url, 'newer', TIMEOUT)
+        # Alive as long as the test: the command reads it last.
+        newer.start(start_heart=True)
+        self.addCleanup(newer.stop)
+        try:
+            newer.create_group(self.group.encode()).get()
+        except coordination.GroupAlreadyExist:
+            pass
+        entry = capabilities.encode(
+            profile.ConductorProfile.build('newer', **TAGS)
+        )
+        entry['future_key'] = {'any': ['shape']}
+        entry.update(version='99.0', reads=levels.LEVEL, writes=levels.LEVEL)
+        newer.join_group(self.group.encode(), entry).get()
+        snapshot = self.wait_view(lambda s: 'newer' in s.members)
+        self.assertEqual({}, dict(snapshot.rejected))
+        self.assertEqual(
+            profile.ConductorProfile.build('newer', **TAGS),
+            snapshot.members['newer'],
+        )
+        self.assertEqual('99.0', snapshot.runs['newer'].version)
+        # And the command lists both, with what each runs.
+        path = os.path.join(self.conf_dir, 'good.conf')
+        result = self.members_command(path, 'members', '-f', 'json')
+        self.assertEqual(0, result.returncode, result.stderr)
+        found = {m['name']: m for m in json.loads(result.stdout)['members']}
+        self.assertEqual({'good', 'newer'}, set(found))
+        self.assertEqual('99.0', found['newer']['version'])
+        self.assertEqual(levels.plugin_version(), found['good']['version'])
+        self.assertNotIn('unknown key', result.stderr)
 
     def test_both_read_paths_agree(self):
         # tooz 9.1.0 reads the group in one call where the driver has

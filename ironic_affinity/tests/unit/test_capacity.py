@@ -31,8 +31,10 @@ from ironic_affinity import exception
 from ironic_affinity import profile
 from ironic_affinity import rendezvous
 from ironic_affinity import report
+from ironic_affinity import report_group
 from ironic_affinity import scenario
 from ironic_affinity.cmd import render
+from ironic_affinity.cmd import render_group
 from ironic_affinity.tests import base
 from ironic_affinity.tests.unit import test_properties as props
 
@@ -509,14 +511,14 @@ class ReportTestCase(base.TestCase):
         self.assertIn(
             'c1: 3 node(s) for max_nodes 2', render.render_check(result)
         )
-        members = report.members(
+        members = report_group.members(
             {c.name: c for c in self.conductors}, 'url', 'g', rejected={}
         )
-        self.assertIn('MAX NODES', render.render_members(members))
+        self.assertIn('MAX NODES', render_group.render_members(members))
         self.assertEqual([2, 2], [m['max_nodes'] for m in members['members']])
         unlimited = {'c1': conductor('c1')}
-        members = report.members(unlimited, 'url', 'g', rejected={})
-        self.assertNotIn('MAX NODES', render.render_members(members))
+        members = report_group.members(unlimited, 'url', 'g', rejected={})
+        self.assertNotIn('MAX NODES', render_group.render_members(members))
 
 
 class ScenarioTestCase(base.TestCase):

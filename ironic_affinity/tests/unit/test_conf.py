@@ -32,6 +32,7 @@ class ListOptsTestCase(base.TestCase):
         self.assertEqual(
             [
                 'max_nodes',
+                'drain',
                 'rebalance_period',
                 'adoption_period',
                 'backend_url',
@@ -39,6 +40,7 @@ class ListOptsTestCase(base.TestCase):
                 'heartbeat_interval',
                 'watch_interval',
                 'member_timeout',
+                'pin_format',
                 'hash_ring_manager',
                 'node_tags_key',
                 'node_tags_interval',

@@ -24,6 +24,7 @@ import re
 from ironic_affinity import adoption
 from ironic_affinity import profile
 from ironic_affinity import report
+from ironic_affinity import report_group
 from ironic_affinity import scenario
 from ironic_affinity.cmd import cli
 from ironic_affinity.cmd import live_commands
@@ -174,14 +175,14 @@ class CommandsDocTestCase(base.TestCase):
 
     def test_members(self):
         members = {c.name: c for c in self.conductors}
-        produced = report.members(members, 'file:///x', 'g', rejected={})
+        produced = report_group.members(members, 'file:///x', 'g', rejected={})
         top = set(produced) | set(produced['members'][0])
         self.assertIn('vote', top)
         self.assertDocumented(top | live_keys('members'), 'members')
 
     def test_placement(self):
         agreement = adoption.agree({'c1': None}, ('c2',))
-        produced = report.switching(
+        produced = report_group.switching(
             agreement, 0.0, [profile.NodeRequest('n1')], takeovers_pending=0
         )
         missing = sorted(set(produced) - self.placement)

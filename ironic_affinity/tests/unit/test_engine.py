@@ -19,6 +19,7 @@ rule; they are not copied from the engine's output.
 from ironic_affinity import engine
 from ironic_affinity import exception
 from ironic_affinity import profile
+from ironic_affinity import rendezvous
 from ironic_affinity.tests import base
 
 Conductor = profile.ConductorProfile.build
@@ -311,3 +312,65 @@ class EngineTestCase(base.TestCase):
         placer = engine.PlacementEngine([])
         self.assertIsNone(placer.place(Node('n', 'x')).conductor)
         self.assertEqual([], placer.place_all([]))
+
+
+class DrainTestCase(base.TestCase):
+    """A draining conductor comes after every other eligible one."""
+
+    def setUp(self):
+        super().setUp()
+        self.conductors = [
+            # The best score for rack10 nodes, but draining.
+            Conductor(
+                'c1',
+                soft_affinity_tags='rack10:5',
+                hard_affinity_tags='dc1',
+                draining=True,
+            ),
+            Conductor('c2', hard_affinity_tags='dc1'),
+            Conductor('c3', hard_affinity_tags='dc1', draining=True),
+            # The only one for dc2 nodes.
+            Conductor('c4', hard_affinity_tags='dc2', draining=True),
+        ]
+        self.engine = engine.PlacementEngine(self.conductors)
+
+    def test_a_node_goes_to_a_conductor_that_does_not_drain(self):
+        node = Node('n1', 'dc1 rack10')
+        placed = self.engine.place(node)
+        self.assertEqual(
+            ('c2', 0, ('c2',)), (placed.conductor, placed.score, placed.tied)
+        )
+        self.assertEqual(('c2', 'c1', 'c3'), self.engine.fallback_order(node))
+        verdicts = {
+            v.conductor: v for v in self.engine.evaluate(node).verdicts
+        }
+        self.assertTrue(verdicts['c1'].draining)
+        self.assertEqual(5, verdicts['c1'].score)
+
+    def test_a_draining_conductor_keeps_what_no_other_may_take(self):
+        self.assertEqual('c4', self.engine.place(Node('n2', 'dc2')).conductor)
+
+    def test_among_draining_conductors_score_then_hashing(self):
+        engine_ = engine.PlacementEngine(
+            [c for c in self.conductors if c.name != 'c2']
+        )
+        node = Node('n1', 'dc1 rack10')
+        self.assertEqual('c1', engine_.place(node).conductor)
+        tied = [engine_.place(Node('n%d' % i, 'dc1')) for i in range(40)]
+        self.assertEqual({('c1', 'c3')}, {p.tied for p in tied})
+        self.assertEqual({'c1', 'c3'}, {p.conductor for p in tied})
+
+    def test_many_nodes_at_once_agree_with_one_by_one(self):
+        nodes = [
+            Node('n%d' % i, ['dc1 rack10', 'dc1', 'dc2'][i % 3])
+            for i in range(90)
+        ]
+        keys = rendezvous.hash_keys(n.hash_key for n in nodes)
+        self.assertEqual(
+            [self.engine.place(n).conductor for n in nodes],
+            self.engine.choose_all(nodes),
+        )
+        self.assertEqual(
+            [self.engine.fallback_order(n)[:2] for n in nodes],
+            self.engine.fallback_orders(nodes, keys, 2),
+        )

@@ -49,6 +49,7 @@ LAYERS = (
             'active_members',
             'takeovers',
             'report',
+            'report_group',
             'scenario',
         ),
     ),

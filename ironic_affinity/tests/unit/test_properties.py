@@ -86,10 +86,14 @@ class ConductorSpec:
     group: str
     hardware_types: frozenset[str] | None
     raw: dict[str, object]
+    draining: bool = False
 
     def build(self) -> profile.ConductorProfile:
         return profile.ConductorProfile.build(
-            self.name, hardware_types=self.hardware_types, **self.raw
+            self.name,
+            hardware_types=self.hardware_types,
+            draining=self.draining,
+            **self.raw,
         )
 
 
@@ -187,6 +191,7 @@ def conductor_specs(draw, name, rnd=None):
         group=group,
         hardware_types=draw(st.sampled_from(HARDWARE_TYPES)),
         raw=raw,
+        draining=draw(st.sampled_from((False, False, False, True))),
     )
 
 
@@ -291,6 +296,10 @@ def oracle_top(conductors, node):
     scores = oracle_scores(conductors, node)
     if not scores:
         return None, set()
+    # [affinity]drain: a draining conductor only when no other may.
+    draining = {c.name for c in conductors if c.draining}
+    if set(scores) - draining:
+        scores = {n: v for n, v in scores.items() if n not in draining}
     top = max(scores.values())
     return top, {name for name, score in scores.items() if score == top}
 
@@ -481,10 +490,9 @@ class PlacementPropertiesTestCase(base.TestCase):
             self.assertEqual(
                 order[0] if order else None, whole.place(request).conductor
             )
-            ordered_scores = [scores[name] for name in order]
-            self.assertEqual(
-                sorted(ordered_scores, reverse=True), ordered_scores
-            )
+            draining = {c.name for c in conductors if c.draining}
+            ranks = [(name in draining, -scores[name]) for name in order]
+            self.assertEqual(sorted(ranks), ranks)
             for k in range(len(order) + 1):
                 survivors = engine.PlacementEngine(
                     p for name, p in profiles.items() if name not in order[:k]

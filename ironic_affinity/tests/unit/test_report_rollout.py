@@ -17,8 +17,10 @@ import dataclasses
 from ironic_affinity import engine
 from ironic_affinity import profile
 from ironic_affinity import report
+from ironic_affinity import report_group
 from ironic_affinity import rollout
 from ironic_affinity.cmd import render
+from ironic_affinity.cmd import render_group
 from ironic_affinity.tests import base
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
@@ -188,7 +190,9 @@ class RolloutReportTestCase(base.TestCase):
             changes=(profile.ProfileChange(None, T0 + 10, 120.0),),
         )
         found = {'c1': self.conductors[0], 'c2': conductor('c2'), 'c3': joined}
-        result = report.members(found, 'file:///x', 'g', rejected={}, now=T0)
+        result = report_group.members(
+            found, 'file:///x', 'g', rejected={}, now=T0
+        )
         by_name = {m['name']: m for m in result['members']}
         self.assertEqual(
             [
@@ -204,12 +208,12 @@ class RolloutReportTestCase(base.TestCase):
         self.assertEqual(T0 + 60, by_name['c1']['rollout_ends_at'])
         self.assertEqual('joined', by_name['c3']['changes'][0]['kind'])
         self.assertIsNone(by_name['c2']['rollout_ends_at'])
-        text = render.render_members(result)
+        text = render_group.render_members(result)
         self.assertIn('ROLLOUT UNTIL', text)
         self.assertIn('2027-01-15T08:01:00Z (changed)', text)
         self.assertIn('2027-01-15T08:02:10Z (joined)', text)
         # Once c1's change has ended it is no longer shown.
-        later = report.members(
+        later = report_group.members(
             found, 'file:///x', 'g', rejected={}, now=T0 + 61
         )
         by_name = {m['name']: m for m in later['members']}
@@ -218,7 +222,7 @@ class RolloutReportTestCase(base.TestCase):
 
     def test_members_without_rollout_print_as_before(self):
         found = {'c2': conductor('c2')}
-        text = render.render_members(
-            report.members(found, 'file:///x', 'g', rejected={}, now=T0)
+        text = render_group.render_members(
+            report_group.members(found, 'file:///x', 'g', rejected={}, now=T0)
         )
         self.assertNotIn('ROLLOUT', text)

@@ -17,8 +17,9 @@ import dataclasses
 
 from ironic_affinity import adoption
 from ironic_affinity import profile
-from ironic_affinity import report
+from ironic_affinity import report_group
 from ironic_affinity.cmd import render
+from ironic_affinity.cmd import render_group
 from ironic_affinity.tests import base
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
@@ -44,10 +45,12 @@ def nodes(count):
 class SwitchingReportTestCase(base.TestCase):
     def test_a_deployment_that_never_switched_prints_as_before(self):
         found = {'c1': profile.ConductorProfile('c1')}
-        result = report.members(found, 'file:///x', 'g', rejected={}, now=T0)
+        result = report_group.members(
+            found, 'file:///x', 'g', rejected={}, now=T0
+        )
         self.assertEqual('affinity', result['placement']['state'])
         self.assertEqual('affinity', result['members'][0]['vote'])
-        text = render.render_members(result)
+        text = render_group.render_members(result)
         self.assertNotIn('VOTE', text)
         self.assertNotIn('Placement', text)
 
@@ -56,12 +59,14 @@ class SwitchingReportTestCase(base.TestCase):
             'c1': voting('c1', 'stock', [ORIGIN]),
             'c2': voting('c2', 'affinity', [ORIGIN]),
         }
-        result = report.members(found, 'file:///x', 'g', rejected={}, now=T0)
+        result = report_group.members(
+            found, 'file:///x', 'g', rejected={}, now=T0
+        )
         self.assertEqual(
             ['stock', 'affinity'], [m['vote'] for m in result['members']]
         )
         self.assertEqual('stock', result['placement']['state'])
-        text = render.render_members(result)
+        text = render_group.render_members(result)
         self.assertIn('VOTE', text)
         self.assertIn("Placement: Ironic's ring (stock)", text)
         self.assertIn(
@@ -73,11 +78,11 @@ class SwitchingReportTestCase(base.TestCase):
         # Ironic's commands (adoption.rst) for a wrong group name.
         found = {'c1': voting('c1', 'stock', [ORIGIN])}
         for members, error in (({}, None), ({}, 'no answer'), (found, 'x')):
-            result = report.members(
+            result = report_group.members(
                 members, 'file:///x', 'g', rejected={}, error=error, now=T0
             )
             self.assertIsNone(result['placement'], (members, error))
-            text = render.render_members(result)
+            text = render_group.render_members(result)
             self.assertNotIn('Placement', text)
             self.assertNotIn('VOTE', text)
 
@@ -86,8 +91,8 @@ class SwitchingReportTestCase(base.TestCase):
             'c2': voting('c2', 'affinity', [ORIGIN]),
             'c1': voting('c1', 'affinity', [ORIGIN]),
         }
-        text = render.render_members(
-            report.members(found, 'file:///x', 'g', rejected={}, now=T0)
+        text = render_group.render_members(
+            report_group.members(found, 'file:///x', 'g', rejected={}, now=T0)
         )
         self.assertIn('a switch to affinity is due, recorded by c1', text)
 
@@ -96,7 +101,7 @@ class SwitchingReportTestCase(base.TestCase):
         agreement = adoption.agree(
             {'c1': voting('c1', 'affinity', history).switching}, {'c9'}
         )
-        found = report.switching(agreement, T0 + 300, nodes(1000))
+        found = report_group.switching(agreement, T0 + 300, nodes(1000))
         self.assertEqual('switching', found['state'])
         self.assertEqual((T0, T0 + 600), (found['since'], found['ends_at']))
         # About half are still to move, halfway through.
@@ -110,7 +115,7 @@ class SwitchingReportTestCase(base.TestCase):
         )
         # Conductors that may place by Ironic's ring, by name.
         self.assertIn("they place by Ironic's ring): c9", text)
-        done = report.switching(agreement, T0 + 601, nodes(1000))
+        done = report_group.switching(agreement, T0 + 601, nodes(1000))
         self.assertEqual(
             ('affinity', 0), (done['state'], done['nodes_to_move'])
         )
@@ -118,19 +123,21 @@ class SwitchingReportTestCase(base.TestCase):
         # A deployment without nodes: 0 to move, not no figure; none
         # without the nodes (explain).
         self.assertEqual(
-            0, report.switching(agreement, T0, [])['nodes_to_move']
+            0, report_group.switching(agreement, T0, [])['nodes_to_move']
         )
-        self.assertNotIn('nodes_to_move', report.switching(agreement, T0))
+        self.assertNotIn(
+            'nodes_to_move', report_group.switching(agreement, T0)
+        )
 
     def test_takeovers_pending_on_either_side(self):
         settled = adoption.agree({'c1': None}, ())
-        found = report.switching(settled, T0)
+        found = report_group.switching(settled, T0)
         self.assertNotIn('takeovers_pending', found)
         # Every node settled on affinity, none awaiting: as before.
-        done = report.switching(settled, T0, takeovers_pending=0)
+        done = report_group.switching(settled, T0, takeovers_pending=0)
         self.assertEqual(0, done['takeovers_pending'])
         self.assertEqual('', render.render_switching(done))
-        waiting = report.switching(settled, T0, takeovers_pending=3)
+        waiting = report_group.switching(settled, T0, takeovers_pending=3)
         self.assertEqual(
             'Placement: affinity; 3 takeover(s) pending',
             render.render_switching(waiting),
@@ -139,7 +146,7 @@ class SwitchingReportTestCase(base.TestCase):
         switching = adoption.agree(
             {'c1': voting('c1', 'affinity', history).switching}, ()
         )
-        found = report.switching(switching, T0 + 300, nodes(10), 7)
+        found = report_group.switching(switching, T0 + 300, nodes(10), 7)
         self.assertEqual(7, found['takeovers_pending'])
         self.assertIn(
             'node(s) still to move; 7 takeover(s) pending',
@@ -151,6 +158,6 @@ class SwitchingReportTestCase(base.TestCase):
         self.assertEqual(
             "Placement: Ironic's ring (stock); 2 takeover(s) pending",
             render.render_switching(
-                report.switching(stock, T0, takeovers_pending=2)
+                report_group.switching(stock, T0, takeovers_pending=2)
             ).splitlines()[0],
         )

@@ -143,6 +143,18 @@ class ScenarioTestCase(base.TestCase):
         )
         self._refused('nodes:\n- {name: n, driver: [a]}\n', 'driver')
 
+    def test_drain(self):
+        path = self._write(
+            'conductors:\n- {name: a, drain: true}\n- {name: b}\n'
+        )
+        found = {c.name: c.draining for c in scenario.load(path).conductors}
+        self.assertEqual({'a': True, 'b': False}, found)
+        self._refused(
+            'conductors:\n- {name: a, drain: 1}\n',
+            'conductors[0]',
+            'drain must be true or false',
+        )
+
     def test_unreadable(self):
         path = os.path.join(self.dir, 'missing.yaml')
         exc = self.assertRaises(exception.InvalidScenario, scenario.load, path)

@@ -147,6 +147,7 @@ class MembersTestCase(base.TestCase):
             error=None,
             stale=False,
             age=lambda: 0.1,
+            runs={},
         )
         view = self.useFixture(
             fixtures.MockPatchObject(live_commands.service, 'member_view')

@@ -10,8 +10,9 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The upgrade check's report of how each process took the plugin up
-(the checks against a running deployment are end to end)."""
+"""The upgrade check's report of how each process took the plugin up,
+and of the versions and format levels they run (the checks against a
+running deployment are end to end)."""
 
 import sys
 import types
@@ -20,6 +21,7 @@ from unittest import mock
 from oslo_config import cfg
 
 from ironic_affinity.cmd import status
+from ironic_affinity.membership import levels
 from ironic_affinity.tests import base
 
 
@@ -111,7 +113,62 @@ class UnreadableTestCase(base.TestCase):
             status.live_commands.register_opts(conf)
             conf([])
             checks = status.Checks(conf)
-            for check in (checks._check_api, checks._check_enabled_by):
+            for check in (
+                checks._check_api,
+                checks._check_enabled_by,
+                checks._check_levels,
+            ):
                 result = check()
                 self.assertEqual(status.upgradecheck.Code.FAILURE, result.code)
                 self.assertIn('[DEFAULT]state_path', result.details)
+
+
+def _runs(version, reads, writes):
+    return levels.Runs(version, reads, writes, None)
+
+
+class LevelsTestCase(base.TestCase):
+    """Each step of a rolling upgrade from a release before format
+    levels (1) to one that reads 2, as the check reports it."""
+
+    def check(self, **found):
+        result = status._levels_result(
+            {name.replace('_', '-'): runs for name, runs in found.items()}
+        )
+        return result.code, result.details
+
+    def test_one_version_unpinned(self):
+        code, text = self.check(c1=_runs('2.0', 2, 2), api=_runs('2.0', 2, 2))
+        self.assertEqual(status.upgradecheck.Code.SUCCESS, code)
+        self.assertEqual('Versions: 2.0 on api, c1.', text)
+
+    def test_an_upgrade_under_way_with_the_pin(self):
+        code, text = self.check(c1=_runs('2.0', 2, 1), api=_runs(None, 1, 1))
+        self.assertEqual(status.upgradecheck.Code.WARNING, code)
+        self.assertIn('2.0 on c1', text)
+        self.assertIn('a release before format levels on api', text)
+        self.assertIn('Pinned, until every process is upgraded: c1.', text)
+        self.assertNotIn('lift', text)
+
+    def test_an_upgrade_under_way_without_the_pin_fails(self):
+        code, text = self.check(c1=_runs('2.0', 2, 2), api=_runs(None, 1, 1))
+        self.assertEqual(status.upgradecheck.Code.FAILURE, code)
+        self.assertIn('c1 publish format level 2, which api do not read', text)
+        self.assertIn('[affinity]pin_format = 1 on every process', text)
+
+    def test_every_process_upgraded_the_pin_can_be_lifted(self):
+        code, text = self.check(
+            c1=_runs('2.0', 2, 1),
+            c2=_runs('2.0', 2, 2),
+            api=_runs('2.0', 2, 1),
+        )
+        self.assertEqual(status.upgradecheck.Code.WARNING, code)
+        self.assertIn(
+            'Every process reads format level 2: lift [affinity]pin_format '
+            'on api, c1, one process at a time.',
+            text,
+        )
+
+    def test_no_process(self):
+        code, _text = self.check()
+        self.assertEqual(status.upgradecheck.Code.SUCCESS, code)

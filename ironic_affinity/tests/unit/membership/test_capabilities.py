@@ -20,6 +20,7 @@ from ironic_affinity import adoption
 from ironic_affinity import exception
 from ironic_affinity import profile
 from ironic_affinity.membership import capabilities
+from ironic_affinity.membership import levels
 from ironic_affinity.tests import base
 
 
@@ -203,32 +204,34 @@ class CapabilitiesTestCase(base.TestCase):
             )
             self.assertIn(says, str(exc))
 
-    def test_how_the_plugin_was_enabled_is_beside_the_profile(self):
+    def test_what_the_process_runs_is_beside_the_profile(self):
         published = capabilities.encode(_conductor())
-        self.assertNotIn(capabilities.ENABLED_BY, published)
-        self.assertIsNone(capabilities.enabled_by_of(published))
-        published[capabilities.ENABLED_BY] = 'ironic.conf'
+        for key in levels.DESCRIPTIVE:
+            self.assertNotIn(key, published)
+        published.update(
+            {levels.ENABLED_BY: 'ironic.conf', levels.VERSION: '1.0'}
+        )
         # Read, and not part of the profile.
         self.assertEqual(
             capabilities.decode('c1', published),
             capabilities.decode('c1', capabilities.encode(_conductor())),
         )
-        self.assertEqual('ironic.conf', capabilities.enabled_by_of(published))
-        self.assertEqual(
-            'ironic.conf', capabilities.enabled_by_of(json.dumps(published))
-        )
-        for bad in (7, None, 'x' * (capabilities.MAX_NAME_LENGTH + 1)):
-            published[capabilities.ENABLED_BY] = bad
-            self.assertRaises(
+
+    def test_drain_is_published_only_when_set(self):
+        conductor = _conductor()
+        self.assertNotIn(capabilities.DRAINING, capabilities.encode(conductor))
+        draining = dataclasses.replace(conductor, draining=True)
+        encoded = capabilities.encode(draining)
+        self.assertIs(True, encoded[capabilities.DRAINING])
+        self.assertEqual(draining, capabilities.decode('host:8091', encoded))
+        for bad in (1, 'yes', None):
+            exc = self.assertRaises(
                 exception.InvalidCapabilities,
                 capabilities.decode,
                 'c1',
-                published,
+                dict(encoded, draining=bad),
             )
-            # The upgrade check's lenient reading says nothing instead.
-            self.assertIsNone(capabilities.enabled_by_of(published))
-        for raw in (None, b'not json', [], 'null'):
-            self.assertIsNone(capabilities.enabled_by_of(raw))
+            self.assertIn('draining must be true or false', str(exc))
 
     def test_all_hardware_types(self):
         conductor = profile.ConductorProfile.build('c')

@@ -13,6 +13,7 @@
 """What a conductor publishes, from its options and what it published
 before (the member thread that carries it is test_member's)."""
 
+import logging
 import time
 from unittest import mock
 
@@ -21,6 +22,7 @@ import fixtures
 from ironic_affinity import adoption
 from ironic_affinity import profile
 from ironic_affinity.membership import capabilities
+from ironic_affinity.membership import levels
 from ironic_affinity.membership import service
 from ironic_affinity.tests import base
 
@@ -46,12 +48,18 @@ class ComposeTestCase(base.TestCase):
             profile.ConductorProfile.build(NAME, soft_affinity_tags=tags)
         )
 
+    def published(self, tags='rack1'):
+        """The profile, and what the process runs beside it."""
+        return {**self.expected(tags), **levels.describe(self.conf, None)}
+
     def test_without_a_period_what_is_published_is_unchanged(self):
         # The profile alone, as before the option existed: joining,
         # taking over an entry, or after a change of tags.
-        self.assertEqual(self.expected(), self.compose(None))
-        self.assertEqual(self.expected(), self.compose(self.expected()))
-        self.assertEqual(self.expected(), self.compose(self.expected('rack2')))
+        self.assertEqual(self.published(), self.compose(None))
+        self.assertEqual(self.published(), self.compose(self.expected()))
+        self.assertEqual(
+            self.published(), self.compose(self.expected('rack2'))
+        )
 
     def test_with_a_period(self):
         self.config(rebalance_period=120)
@@ -62,7 +70,7 @@ class ComposeTestCase(base.TestCase):
         self.assertEqual(120, join['period'])
         self.assertTrue(before <= join['at'] <= time.time())
         self.assertEqual(
-            self.expected(),
+            self.published(),
             {k: v for k, v in joined.items() if k != 'changes'},
         )
         # Beats after it keep the change until it ends.
@@ -74,8 +82,8 @@ class ComposeTestCase(base.TestCase):
 
     def test_an_entry_it_cannot_read_is_no_change(self):
         self.config(rebalance_period=120)
-        self.assertEqual(self.expected(), self.compose({'format': 99}))
-        self.assertEqual(self.expected(), self.compose({}))
+        self.assertEqual(self.published(), self.compose({'format': 99}))
+        self.assertEqual(self.published(), self.compose({}))
 
 
 class SwitchingTestCase(base.TestCase):
@@ -136,36 +144,66 @@ class SwitchingTestCase(base.TestCase):
         self.assertEqual(found, again['switching'])
 
 
-class EnabledByTestCase(base.TestCase):
-    """How the plugin reached the conductor: published beside its
-    profile only when told, and kept through every later publication."""
+class WhatItRunsTestCase(base.TestCase):
+    """What the conductor runs, published beside its profile and kept
+    through every later publication; and the pin on what it publishes."""
 
     def setUp(self):
         super().setUp()
         self.config(
             backend_url='redis://127.0.0.1:1', soft_affinity_tags='rack1'
         )
-
-    def test_not_published_unless_told(self):
-        membership = service.ConductorMembership(self.conf, NAME)
-        self.assertNotIn(
-            capabilities.ENABLED_BY, membership.member._capabilities
+        self.logger = self.useFixture(
+            fixtures.FakeLogger(name='ironic_affinity', level=logging.INFO)
         )
-        composed = membership._compose(None, membership.member._capabilities)
-        self.assertNotIn(capabilities.ENABLED_BY, composed)
 
     def test_published_and_kept_by_each_composition(self):
         membership = service.ConductorMembership(
             self.conf, NAME, enabled_by='ironic.conf'
         )
         first = membership.member._capabilities
-        self.assertEqual('ironic.conf', first[capabilities.ENABLED_BY])
         composed = membership._compose(first, first)
-        self.assertEqual('ironic.conf', composed[capabilities.ENABLED_BY])
+        for published in (first, composed):
+            self.assertEqual(
+                levels.Runs(
+                    levels.plugin_version(),
+                    levels.LEVEL,
+                    levels.LEVEL,
+                    'ironic.conf',
+                ),
+                levels.runs_of(published),
+            )
         self.assertEqual(
             capabilities.decode(NAME, first),
             capabilities.decode(NAME, composed),
         )
+        unsaid = service.ConductorMembership(self.conf, NAME)
+        self.assertIsNone(
+            levels.runs_of(unsaid.member._capabilities).enabled_by
+        )
+
+    def test_a_pinned_conductor_does_not_drain_until_the_pin_is_lifted(self):
+        self.config(drain=True, pin_format=1, rebalance_period=60)
+        membership = service.ConductorMembership(self.conf, NAME)
+        first = membership.member._capabilities
+        composed = membership._compose(first, first)
+        for published in (first, composed):
+            self.assertNotIn(capabilities.DRAINING, published)
+            self.assertEqual(1, levels.runs_of(published).writes)
+        self.assertFalse(capabilities.decode(NAME, composed).draining)
+        # Said once, not at every beat.
+        self.assertEqual(
+            1, self.logger.output.count('does not publish draining')
+        )
+        # Lifted on SIGHUP: drain is published, as a change of the
+        # profile that rolls out over rebalance_period.
+        self.config(pin_format=None)
+        membership._reloaded(self.conf, {})
+        lifted = membership._compose(composed, membership.member._capabilities)
+        self.assertIs(True, lifted[capabilities.DRAINING])
+        self.assertEqual(levels.LEVEL, levels.runs_of(lifted).writes)
+        (change,) = lifted['changes']
+        self.assertNotIn(capabilities.DRAINING, change['before'])
 
 
 class StopTestCase(base.TestCase):

@@ -19,6 +19,7 @@ from unittest import mock
 from ironic_affinity import profile
 from ironic_affinity.membership import capabilities
 from ironic_affinity.membership import lease
+from ironic_affinity.membership import levels
 from ironic_affinity.membership import view
 from ironic_affinity.membership import view_snapshot
 from ironic_affinity.tests.unit.membership import fakes
@@ -154,6 +155,43 @@ class ReadTestCase(ViewTestCase):
         self.assertEqual({'good', 'rogue'}, set(snapshot.members))
         self.assertEqual({}, dict(snapshot.rejected))
         self.assertEqual(version + 2, snapshot.version)
+
+    def test_what_members_run_is_read_without_a_new_version(self):
+        self.join('old')
+        self.backend.add(
+            GROUP,
+            b'new',
+            dict(caps('new'), version='2.0', reads=2, writes=1, x={'y': 1}),
+        )
+        first = self.view.refresh()
+        self.assertEqual({'old', 'new'}, set(first.members))
+        self.assertEqual(levels.Runs(None, 1, 1, None), first.runs['old'])
+        self.assertEqual(levels.Runs('2.0', 2, 1, None), first.runs['new'])
+        # The pin lifted: news for reports, not for placement.
+        self.backend.groups[GROUP][b'new'].capabilities = dict(
+            caps('new'), version='2.0', reads=2, writes=2
+        )
+        lifted = self.view.refresh()
+        self.assertEqual(2, lifted.runs['new'].writes)
+        self.assertEqual(first.version, lifted.version)
+        self.assertEqual([], self.lines('WARNING'))
+
+    def test_a_member_writing_a_newer_level_is_warned_of_once(self):
+        newer = levels.LEVEL + 1
+        self.backend.add(
+            GROUP, b'next', dict(caps('next'), reads=newer, writes=newer)
+        )
+        for _ in range(3):
+            snapshot = self.view.refresh()
+        # Still a member: a newer key is ignored, and said once.
+        self.assertEqual({'next'}, set(snapshot.members))
+        (warning,) = self.lines('WARNING')
+        self.assertIn(
+            'next publishes format level %d and this process reads %d'
+            % (newer, levels.LEVEL),
+            warning,
+        )
+        self.assertIn('pin_format = %d' % levels.LEVEL, warning)
 
     def test_member_leaving_mid_read_is_absent(self):
         self.join('a', 'b')

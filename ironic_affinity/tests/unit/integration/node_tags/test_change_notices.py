@@ -11,6 +11,7 @@
 # under the License.
 
 from ironic_affinity.integration.node_tags import change_notices
+from ironic_affinity.membership import levels
 from ironic_affinity.tests import base
 
 
@@ -29,14 +30,21 @@ class ChangeNoticesTestCase(base.TestCase):
         self.assertEqual(change_notices.KEPT, len(found[1]))
         self.assertEqual('node-%d' % (change_notices.KEPT + 4), found[1][-1])
 
-    def test_says_how_the_plugin_reached_the_process_when_told(self):
-        self.assertNotIn(
-            'enabled_by', change_notices.ChangeNotices().capabilities()
+    def test_says_what_the_process_runs_when_told(self):
+        self.assertEqual(
+            {'format', 'role', 'node_changes'},
+            set(change_notices.ChangeNotices().capabilities()),
         )
-        notices = change_notices.ChangeNotices('ironic.conf')
+        self.config(pin_format=1)
+        notices = change_notices.ChangeNotices(self.conf, 'ironic.conf')
         notices.record('node-1')
         published = notices.capabilities()
-        self.assertEqual('ironic.conf', published['enabled_by'])
+        self.assertEqual(
+            levels.Runs(
+                levels.plugin_version(), levels.LEVEL, 1, 'ironic.conf'
+            ),
+            levels.runs_of(published),
+        )
         # The notices read as before beside it.
         self.assertEqual((1, ['node-1']), change_notices.decode(published))
 
