@@ -46,6 +46,7 @@ from ironic_affinity.integration.data import ironic_db
 from ironic_affinity.tests.e2e import cut_proxy
 from ironic_affinity.tests.e2e import keystone_server
 from ironic_affinity.tests.e2e import machine_share
+from ironic_affinity.tests.e2e import previous_build
 from ironic_affinity.tests.functional import servers
 
 API_VERSION = {'X-OpenStack-Ironic-API-Version': 'latest'}
@@ -310,6 +311,7 @@ class Deployment(fixtures.Fixture):
         keystone: keystone_server.KeystoneServer | None = None,
         cuttable: bool = False,
         plain_when_stock: bool = True,
+        api_build: str | None = None,
     ) -> None:
         """:param api: how the API runs: 'launcher' (ironic-affinity-api);
         'middleware' (Ironic's own ironic-api with [api]middleware =
@@ -331,7 +333,9 @@ class Deployment(fixtures.Fixture):
             own commands, the baseline that cases and tools compare the
             plugin with: a service started through the plugin with
             ``stock`` votes for Ironic's ring but still runs the plugin's
-            membership and tag cache."""
+            membership and tag cache.
+        :param api_build: the plugin build the API starts on, a folder
+            of previous_build; None for this checkout."""
         super().__init__()
         if api not in API_MODES:
             raise ValueError('api must be one of %s' % sorted(API_MODES))
@@ -352,6 +356,7 @@ class Deployment(fixtures.Fixture):
         self.extra_conf = extra_conf
         self.keystone = keystone
         self.cuttable = cuttable
+        self.api_build = api_build
         #: Process name -> server ('redis' or 'database') -> its proxy.
         self.proxies: dict[str, dict[str, cut_proxy.CutProxy]] = {}
         if keystone is not None and credentials is not None:
@@ -424,11 +429,20 @@ class Deployment(fixtures.Fixture):
             )
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.addCleanup(self.stop_all)
+        self.start_api(self.api_build)
+
+    def start_api(self, build: str | None = None) -> None:
+        """Start the API and wait until it answers.
+
+        :param build: the plugin build it runs (previous_build); None
+            for this checkout.
+        """
         self._start(
             'api',
             API_MODES[self.api]
             + ['--config-file', self.conf]
             + self._proxied('api'),
+            build,
         )
         self.wait(lambda: self._get('/v1') is not None, 60, 'API up')
 
@@ -443,15 +457,34 @@ class Deployment(fixtures.Fixture):
 
     # Processes
 
-    def _start(self, name: str, command: list[str]) -> None:
+    def _start(
+        self, name: str, command: list[str], build: str | None = None
+    ) -> None:
         log = open(os.path.join(self.dir, name + '.log'), 'ab')
         self.processes[name] = subprocess.Popen(
             command,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env=previous_build.environment(build),
         )
         log.close()
+
+    def stop(self, name: str, keep_registered: bool = False) -> float:
+        """Stop a process as its service manager does (SIGTERM), and
+        wait for it; the seconds it took.
+
+        :param keep_registered: send SIGUSR1 first, Ironic's signal not
+            to deregister a conductor that is restarted.
+        """
+        process = self.processes[name]
+        started = time.monotonic()
+        if keep_registered:
+            os.kill(process.pid, signal.SIGUSR1)
+            time.sleep(0.5)  # Ironic sets a flag in its handler
+        process.terminate()
+        process.wait(90)
+        return time.monotonic() - started
 
     def _proxied(self, name: str) -> list[str]:
         """The process's own proxies, as options for its command line:
@@ -516,11 +549,14 @@ class Deployment(fixtures.Fixture):
         self,
         index: int,
         program: str | None = None,
+        build: str | None = None,
         **tag_lists: str,
     ) -> None:
         """:param program: the command; by default the launcher, or
         Ironic's own ironic-conductor for the baseline (see __init__)
-        and where ironic.conf enables the plugin (IRONIC_HOOK)."""
+        and where ironic.conf enables the plugin (IRONIC_HOOK).
+        :param build: the plugin build it runs (previous_build); None
+            for this checkout."""
         path = self.write_tags(index, **tag_lists)
         name = 'conductor%d' % index
         if program is None:
@@ -534,6 +570,7 @@ class Deployment(fixtures.Fixture):
             [_bin(program), '--config-file', self.conf]
             + self._proxied(name)
             + ['--config-file', path],
+            build,
         )
 
     def wait_conductors(self, *indexes: int, timeout: float = 60) -> None:

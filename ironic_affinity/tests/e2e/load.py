@@ -139,14 +139,16 @@ class LoadDeployment(deployment.Deployment):
         self.max_limit = max_limit
         self._tuned = False
 
-    def _start(self, name: str, command: list[str]) -> None:
+    def _start(
+        self, name: str, command: list[str], build: str | None = None
+    ) -> None:
         # Deployment writes the shared configuration and then starts the
         # API before anything else: adjust the file once, before any
         # process reads it.
         if not self._tuned:
             self._tune()
             self._tuned = True
-        super()._start(name, command)
+        super()._start(name, command, build)
 
     def _tune(self) -> None:
         with open(self.conf) as handle:
