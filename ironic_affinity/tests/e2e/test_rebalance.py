@@ -262,17 +262,7 @@ class RebalanceTestCase(base.TestCase):
                             self.membership_events(),
                         )
                     )
-            for node in moving:
-                where = placed.get(node)
-                if where == first:
-                    arrived.setdefault(node, now)
-                elif node in arrived:
-                    self.fail(
-                        '%s went back to %s; membership meanwhile: %s'
-                        % (node, where, self.membership_events())
-                    )
-                else:
-                    self.assertEqual(second, where, node)
+            self.count_arrivals(moving, placed, first, second, arrived, now)
             if killed_at is None and now >= changed_at + PERIOD / 2:
                 # Halfway: conductor3 crashes. Its nodes are not paced.
                 dep.crash(3)
