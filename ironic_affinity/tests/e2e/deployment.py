@@ -193,12 +193,15 @@ def ironic_has_middleware_option() -> bool:
     return any(opt.name == 'middleware' for opt in api_options.opts)
 
 
-# PostgreSQL server URL -> a database holding Ironic's schema, made by
-# ironic-dbsync once per server and test process.
-_TEMPLATES: dict[str, str] = {}
+# (PostgreSQL server URL, the bin folder of the Ironic whose schema) -> a
+# database holding that schema, made by its ironic-dbsync once per
+# server and test process.
+_TEMPLATES: dict[tuple[str, str | None], str] = {}
 
 
-def _schema_template(postgres: str, admin: sa.Engine) -> str:
+def _schema_template(
+    postgres: str, admin: sa.Engine, build: previous_build.Build
+) -> str:
     """The name of a database with Ironic's schema, empty, to copy.
 
     A deployment's database is a copy of it (CREATE DATABASE ... TEMPLATE,
@@ -208,16 +211,17 @@ def _schema_template(postgres: str, admin: sa.Engine) -> str:
     release. The copy is the same schema: the same Ironic's dbsync made
     it. Dropped when the process ends.
     """
-    if postgres in _TEMPLATES:
+    key = (postgres, build.bin)
+    if key in _TEMPLATES:
         # Unless the server is another one now (a test's own cluster,
         # gone, and a new one on the same free port).
         with admin.connect() as connection:
             found = connection.execute(
                 sa.text('SELECT 1 FROM pg_database WHERE datname = :name'),
-                {'name': _TEMPLATES[postgres]},
+                {'name': _TEMPLATES[key]},
             ).first()
         if found:
-            return _TEMPLATES[postgres]
+            return _TEMPLATES[key]
     name = 'ironic_affinity_e2e_template_%s' % uuid.uuid4().hex[:10]
     with admin.connect() as connection:
         connection.execute(sa.text('CREATE DATABASE %s' % name))
@@ -226,13 +230,15 @@ def _schema_template(postgres: str, admin: sa.Engine) -> str:
         conf.write('[database]\nconnection = %s/%s\n' % (postgres, name))
         conf.flush()
         subprocess.run(
-            [_bin('ironic-dbsync'), '--config-file', conf.name]
-            + ['create_schema'],
+            build.command(
+                [_bin('ironic-dbsync'), '--config-file', conf.name]
+                + ['create_schema']
+            ),
             check=True,
             capture_output=True,
             timeout=120,
         )
-    _TEMPLATES[postgres] = name
+    _TEMPLATES[key] = name
     return name
 
 
@@ -311,7 +317,7 @@ class Deployment(fixtures.Fixture):
         keystone: keystone_server.KeystoneServer | None = None,
         cuttable: bool = False,
         plain_when_stock: bool = True,
-        api_build: str | None = None,
+        build: previous_build.Build | None = None,
     ) -> None:
         """:param api: how the API runs: 'launcher' (ironic-affinity-api);
         'middleware' (Ironic's own ironic-api with [api]middleware =
@@ -334,8 +340,9 @@ class Deployment(fixtures.Fixture):
             plugin with: a service started through the plugin with
             ``stock`` votes for Ironic's ring but still runs the plugin's
             membership and tag cache.
-        :param api_build: the plugin build the API starts on, a folder
-            of previous_build; None for this checkout."""
+        :param build: what the API starts on, and the Ironic whose
+            ironic-dbsync makes the database (previous_build); None
+            for the test's own."""
         super().__init__()
         if api not in API_MODES:
             raise ValueError('api must be one of %s' % sorted(API_MODES))
@@ -356,7 +363,7 @@ class Deployment(fixtures.Fixture):
         self.extra_conf = extra_conf
         self.keystone = keystone
         self.cuttable = cuttable
-        self.api_build = api_build
+        self.build = build or previous_build.CURRENT
         #: Process name -> server ('redis' or 'database') -> its proxy.
         self.proxies: dict[str, dict[str, cut_proxy.CutProxy]] = {}
         if keystone is not None and credentials is not None:
@@ -383,7 +390,7 @@ class Deployment(fixtures.Fixture):
             isolation_level='AUTOCOMMIT',
             pool_pre_ping=True,
         )
-        template = _schema_template(self.postgres, admin)
+        template = _schema_template(self.postgres, admin, self.build)
         with admin.connect() as connection:
             connection.execute(
                 sa.text(
@@ -429,13 +436,13 @@ class Deployment(fixtures.Fixture):
             )
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.addCleanup(self.stop_all)
-        self.start_api(self.api_build)
+        self.start_api(self.build)
 
-    def start_api(self, build: str | None = None) -> None:
+    def start_api(self, build: previous_build.Build | None = None) -> None:
         """Start the API and wait until it answers.
 
-        :param build: the plugin build it runs (previous_build); None
-            for this checkout.
+        :param build: what it runs (previous_build); None for the
+            test's own.
         """
         self._start(
             'api',
@@ -458,17 +465,31 @@ class Deployment(fixtures.Fixture):
     # Processes
 
     def _start(
-        self, name: str, command: list[str], build: str | None = None
+        self,
+        name: str,
+        command: list[str],
+        build: previous_build.Build | None = None,
     ) -> None:
+        build = build or previous_build.CURRENT
         log = open(os.path.join(self.dir, name + '.log'), 'ab')
         self.processes[name] = subprocess.Popen(
-            command,
+            build.command(command),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env=previous_build.environment(build),
+            env=build.environment(),
         )
         log.close()
+
+    def dbsync(
+        self, *args: str, build: previous_build.Build | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ironic-dbsync on this deployment's database (the test's
+        own Ironic unless ``build`` says another); raise if it fails."""
+        command = [_bin('ironic-dbsync'), '--config-file', self.conf, *args]
+        return servers.run(
+            (build or previous_build.CURRENT).command(command), timeout=300
+        )
 
     def stop(self, name: str, keep_registered: bool = False) -> float:
         """Stop a process as its service manager does (SIGTERM), and
@@ -549,14 +570,14 @@ class Deployment(fixtures.Fixture):
         self,
         index: int,
         program: str | None = None,
-        build: str | None = None,
+        build: previous_build.Build | None = None,
         **tag_lists: str,
     ) -> None:
         """:param program: the command; by default the launcher, or
         Ironic's own ironic-conductor for the baseline (see __init__)
         and where ironic.conf enables the plugin (IRONIC_HOOK).
-        :param build: the plugin build it runs (previous_build); None
-            for this checkout."""
+        :param build: what it runs (previous_build); None for the
+            test's own."""
         path = self.write_tags(index, **tag_lists)
         name = 'conductor%d' % index
         if program is None:

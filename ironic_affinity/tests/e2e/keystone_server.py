@@ -141,18 +141,10 @@ class KeystoneServer(fixtures.Fixture):
         return 'http://127.0.0.1:%d' % self.port
 
     def _manage(self, *args: str) -> None:
-        result = subprocess.run(
+        servers.run(
             [_bin('keystone-manage'), '--config-file', self.conf, *args],
-            capture_output=True,
-            text=True,
             timeout=180,
-            check=False,
         )
-        if result.returncode != 0:
-            raise RuntimeError(
-                'keystone-manage %s failed: %s%s'
-                % (args[0], result.stdout, result.stderr)
-            )
 
     def _start(self) -> None:
         log = open(os.path.join(self.dir, 'server.log'), 'ab')

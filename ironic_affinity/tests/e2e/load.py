@@ -45,6 +45,7 @@ import time
 from typing import Any
 
 from ironic_affinity.tests.e2e import deployment
+from ironic_affinity.tests.e2e import previous_build
 
 # Above the block the other end-to-end tests use (8091-8095), so that a
 # load run can go on beside them; the soak script takes another block
@@ -140,7 +141,10 @@ class LoadDeployment(deployment.Deployment):
         self._tuned = False
 
     def _start(
-        self, name: str, command: list[str], build: str | None = None
+        self,
+        name: str,
+        command: list[str],
+        build: previous_build.Build | None = None,
     ) -> None:
         # Deployment writes the shared configuration and then starts the
         # API before anything else: adjust the file once, before any

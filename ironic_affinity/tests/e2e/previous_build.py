@@ -10,16 +10,21 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The build a rolling upgrade starts from.
+"""What a rolling upgrade starts from: a :class:`Build` per process.
 
-The commit named in tools/upgrade/previous-build, taken from this
-repository's own history and installed, without its dependencies, into
-a folder of its own. A process of the deployment that runs it puts that
-folder first on its PYTHONPATH, beside the same Ironic and libraries:
-what an upgrade of the package in place leaves behind it, one process
-at a time.
+The plugin's previous build (:func:`plugin`): the commit named in
+tools/upgrade/previous-build, taken from this repository's own history
+and installed, without its dependencies, into a folder of its own. A
+process that runs it puts that folder first on its PYTHONPATH, beside
+the same Ironic and libraries: what an upgrade of the package in place
+leaves behind it, one process at a time.
+
+Ironic's previous release (:func:`ironic`): a virtualenv of its own,
+inside that release's upper-constraints, with this checkout's plugin.
+A process that runs it starts the same command from that virtualenv.
 """
 
+import dataclasses
 import fcntl
 import os
 import shutil
@@ -27,10 +32,52 @@ import subprocess
 import sys
 import tempfile
 
+from ironic_affinity.tests.functional import servers
+
 REPOSITORY = os.path.abspath(
     os.path.join(os.path.dirname(__file__), '..', '..', '..')
 )
 COMMIT_FILE = os.path.join(REPOSITORY, 'tools', 'upgrade', 'previous-build')
+CONSTRAINTS = os.path.join(
+    REPOSITORY, 'tools', 'constraints', 'upper-constraints-%s.txt'
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Build:
+    """What a process of a deployment runs; the defaults, the test's
+    own virtualenv and this checkout.
+
+    :param bin: the bin folder of another virtualenv (another Ironic),
+        whose commands the process runs instead of the test's own.
+    :param path: a folder first on the process's PYTHONPATH (a previous
+        build of the plugin).
+    """
+
+    bin: str | None = None
+    path: str | None = None
+
+    def command(self, command: list[str]) -> list[str]:
+        """``command``, a program of the test's own virtualenv and its
+        arguments, as this build runs it."""
+        if self.bin is None:
+            return command
+        program = os.path.join(self.bin, os.path.basename(command[0]))
+        return [program, *command[1:]]
+
+    def environment(self) -> dict[str, str] | None:
+        """The process's environment; None, the test's own, when the
+        build adds nothing to PYTHONPATH."""
+        if self.path is None:
+            return None
+        found = dict(os.environ)
+        found['PYTHONPATH'] = os.pathsep.join(
+            filter(None, (self.path, os.environ.get('PYTHONPATH')))
+        )
+        return found
+
+
+CURRENT = Build()
 
 
 def commit() -> str:
@@ -45,16 +92,17 @@ def commit() -> str:
     return found
 
 
-def path() -> str:
-    """The folder holding the previous build, built once per virtualenv
-    and commit (about 20 s), whichever test process asks first."""
+def plugin() -> Build:
+    """The plugin's previous build, beside the test's own Ironic: built
+    once per virtualenv and commit (about 20 s), whichever test process
+    asks first."""
     sha = commit()
     target = os.path.join(sys.prefix, 'previous-build-%s' % sha[:12])
     with open(target + '.lock', 'w') as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not os.path.isdir(target):
             _build(sha, target)
-    return target
+    return Build(path=target)
 
 
 def _build(sha: str, target: str) -> None:
@@ -87,13 +135,33 @@ def _build(sha: str, target: str) -> None:
         os.rename(partial, target)
 
 
-def environment(build: str | None) -> dict[str, str] | None:
-    """The environment of a process that runs ``build`` (a folder from
-    :func:`path`); None, the test's own, for this checkout."""
-    if build is None:
-        return None
-    found = dict(os.environ)
-    found['PYTHONPATH'] = os.pathsep.join(
-        filter(None, (build, os.environ.get('PYTHONPATH')))
-    )
-    return found
+def ironic(series: str, version: str) -> Build:
+    """Ironic ``version`` inside the upper-constraints of ``series``
+    (tools/constraints/), with this checkout's plugin, in a virtualenv
+    of its own: built once per test virtualenv (about two minutes),
+    whichever test process asks first."""
+    target = os.path.join(sys.prefix, 'ironic-%s' % version)
+    # A virtualenv cannot be moved once made: this file says it is whole.
+    whole = os.path.join(target, 'installed')
+    with open(target + '.lock', 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(whole):
+            shutil.rmtree(target, ignore_errors=True)
+            subprocess.run(
+                [sys.executable, '-m', 'venv', target],
+                check=True,
+                capture_output=True,
+            )
+            # The test's own constraints (tox's) do not apply there.
+            env = {
+                k: v for k, v in os.environ.items() if k != 'PIP_CONSTRAINT'
+            }
+            servers.run(
+                [os.path.join(target, 'bin', 'python'), '-m', 'pip']
+                + ['install', '-q', '-c', CONSTRAINTS % series]
+                + ['ironic==%s' % version, 'psycopg2-binary', REPOSITORY],
+                timeout=900,
+                env=env,
+            )
+            open(whole, 'w').close()
+    return Build(bin=os.path.join(target, 'bin'))

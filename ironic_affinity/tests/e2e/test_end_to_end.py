@@ -578,14 +578,25 @@ class EndToEndTestCase(base.TestCase):
         dep.redis.start()
         restarted = time.monotonic()
 
+        synced = {}
+
         def synced_again():
-            synced = dep.power_synced_since(back)
+            synced.update(dep.power_synced_since(back))
             return all(
                 synced.get(node) == {conductor}
                 for node, conductor in placed.items()
             )
 
-        resumed = dep.wait(synced_again, 30, 'power syncs after the outage')
+        # The time-out says which conductors synced which nodes: one
+        # full matrix (60471b1, machine loaded) timed out here once.
+        resumed = dep.wait(
+            synced_again,
+            30,
+            lambda: (
+                'power syncs after the outage: placed %s, synced %s'
+                % (placed, synced)
+            ),
+        )
         base.record(
             test='backend_outage',
             outage_seconds=round(restarted - stopped, 1),

@@ -13,305 +13,43 @@
 """A rolling upgrade of the plugin, one process at a time, under load
 (doc/source/admin/upgrade.rst).
 
-One API and three conductors run the previous build
-(previous_build.py), with hard and soft tags, a max_nodes and a
-rebalance_period in use, and [affinity]pin_format = 1 in ironic.conf
+One API and three conductors (rolling.py) run the previous build
+(previous_build.plugin), with [affinity]pin_format = 1 in ironic.conf
 from the start, as the upgrade order says. Each process is restarted on
 this checkout, one at a time, conductors first (each after SIGUSR1, and
 back within its member timeout), then the API; the pin is then lifted,
 and drain turned on. Beforehand, the same restarts of Ironic's own
 services, under the same load, give the baseline of failed requests.
-
-Evidence: each node's conductor in the API, sampled twice a second;
-which conductor's power sync works each node (the conductors' logs);
-each process's log of the group as it reads it; every request's answer.
 """
 
-import collections
-import http.client
 import json
-import random
-import re
-import threading
 import time
 
 from ironic_affinity.membership import levels
 from ironic_affinity.tests.e2e import base
-from ironic_affinity.tests.e2e import deployment
-from ironic_affinity.tests.e2e import load
 from ironic_affinity.tests.e2e import previous_build
+from ironic_affinity.tests.e2e import rolling
 
-NODES = 45
-PERIOD = 20
-TAGS = {
-    1: {
-        'hard_affinity_tags': 'dc1',
-        'soft_affinity_tags': 'rack10:3',
-        'max_nodes': '12',
-        'rebalance_period': str(PERIOD),
-    },
-    2: {
-        'hard_affinity_tags': 'dc1',
-        'soft_affinity_tags': 'rack11:3',
-        'rebalance_period': str(PERIOD),
-    },
-    3: {
-        'hard_affinity_tags': 'dc1',
-        'hard_anti_affinity_tags': 'net3',
-        'rebalance_period': str(PERIOD),
-    },
-}
-# A restart (Ironic's stop, then its start) must fit in the member
-# timeout, with Ironic's heartbeat timeout above it: as in
-# test_end_to_end's restart case.
-MEMBER_TIMEOUT = 45
-CONF = (
-    """
-[DEFAULT]
-graceful_shutdown_timeout = 15
-[affinity]
-member_timeout = %d
-"""
-    % MEMBER_TIMEOUT
-)
 PIN = '[affinity]\npin_format = 1\n'
-TIMERS = dict(deployment.CI_TIMERS, heartbeat=10, heartbeat_timeout=60)
-# [affinity]watch_interval plus Ironic's hash_ring_reset_interval here.
-REFRESH = 3.0
-SAMPLE = 0.5
 CHECK = 'Plugin versions and format levels'
-REFUSED = ConnectionRefusedError.__name__
-_GROUP_LINE = re.compile(r'as read by this process: .*; left: (.*)$', re.M)
 
 
-def node_tags(index: int) -> str:
-    rack = ('rack10', 'rack11', 'rack12')[index % 3]
-    return 'dc1 %s %s' % (rack, 'net3' if index % 5 == 0 else 'net1')
-
-
-class Traffic:
-    """Reads and power actions from a few threads, each answer kept:
-    (time.monotonic(), kind, HTTP status or the exception's name)."""
-
-    KINDS = ('show', 'detail', 'power')
-
-    def __init__(self, port: int, nodes: list[str], threads: int = 3):
-        self.port = port
-        self.nodes = nodes
-        self.answers: list[tuple[float, str, int | str]] = []
-        self._stop = threading.Event()
-        self._threads = [
-            threading.Thread(target=self._run, args=(i,), daemon=True)
-            for i in range(threads)
-        ]
-
-    def start(self) -> None:
-        for thread in self._threads:
-            thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(150)
-
-    def _run(self, index: int) -> None:
-        client = load.Client(self.port, timeout=60)
-        rng = random.Random(index)
-        turn = index
-        while not self._stop.is_set():
-            kind = self.KINDS[turn % len(self.KINDS)]
-            turn += 1
-            node = rng.choice(self.nodes)
-            try:
-                if kind == 'show':
-                    status, _ = client.request('GET', '/v1/nodes/%s' % node)
-                elif kind == 'detail':
-                    status, _ = client.request(
-                        'GET', '/v1/nodes/detail?limit=1000'
-                    )
-                else:
-                    status, _ = client.request(
-                        'PUT',
-                        '/v1/nodes/%s/states/power' % node,
-                        {'target': rng.choice(('power on', 'power off'))},
-                    )
-                outcome: int | str = status
-            except (OSError, http.client.HTTPException) as exc:
-                outcome = type(exc).__name__
-            self.answers.append((time.monotonic(), kind, outcome))
-            # No API to connect to (it restarts): try again later, as a
-            # client would, rather than count refusals by the hundred.
-            refused = outcome == REFUSED
-            self._stop.wait(0.5 if refused else 0.05)
-        client.close()
-
-    def failed(self) -> collections.Counter:
-        """Requests that reached the API and failed, by (kind,
-        answer): an error status, or the connection lost."""
-        return collections.Counter(
-            (kind, outcome)
-            for _at, kind, outcome in self.answers
-            if outcome not in (200, 202, REFUSED)
-        )
-
-    def refused(self) -> int:
-        """Connections refused: no API process was listening."""
-        return sum(1 for _a, _k, outcome in self.answers if outcome == REFUSED)
-
-
-class Placements:
-    """Each node's conductor as the API shows it, sampled in a thread."""
-
-    def __init__(self, port: int):
-        self.samples: list[tuple[float, dict[str, str | None]]] = []
-        self._client = load.Client(port, timeout=60, retry_idle=True)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(150)
-        self._client.close()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                body = self._client.get_json('/v1/nodes/detail?limit=1000')
-            except (OSError, http.client.HTTPException, AssertionError):
-                pass  # the API restarting: no sample
-            else:
-                self.samples.append(
-                    (
-                        time.monotonic(),
-                        {n['uuid']: n['conductor'] for n in body['nodes']},
-                    )
-                )
-            self._stop.wait(SAMPLE)
-
-    def moved(self, placed: dict[str, str | None]) -> dict[str, set]:
-        """Nodes seen anywhere but in ``placed``, with where."""
-        found: dict[str, set] = {}
-        for _at, seen in self.samples:
-            for node, conductor in seen.items():
-                if conductor != placed.get(node):
-                    found.setdefault(node, set()).add(conductor)
-        return found
-
-
-class UpgradeTestCase(base.TestCase):
-    TIMED = True
-
+class UpgradeTestCase(rolling.RollingTestCase):
     def setUp(self):
         super().setUp()
-        self.previous = previous_build.path()
-
-    def start(self, manager, build):
-        """A deployment of the API and three conductors on ``build``,
-        with NODES nodes placed and power-synced where they are."""
-        dep = self.useFixture(
-            deployment.Deployment(
-                manager,
-                timers=TIMERS,
-                extra_conf=CONF + PIN,
-                api_build=build,
-            )
-        )
-        self.dep = dep
-        for index, tag_lists in TAGS.items():
-            dep.start_conductor(index, build=build, **tag_lists)
-        dep.wait_conductors(1, 2, 3)
-        nodes = load.create_nodes(
-            dep.api_port, NODES, prefix='up', tags=node_tags
-        )
-        uuids = [n.uuid for n in nodes]
-        names = {self.name(i) for i in TAGS}
-        dep.wait(
-            lambda: set(self.placements().values()) == names,
-            60,
-            'nodes on all three conductors',
-        )
-        # Settled: the same placement for two refreshes (nodes created
-        # after the conductors joined follow their joins at once).
-        placed = self.placements()
-        deadline = time.monotonic() + 2 * REFRESH
-        while time.monotonic() < deadline:
-            time.sleep(1)
-            now = self.placements()
-            if now != placed:
-                placed, deadline = now, time.monotonic() + 2 * REFRESH
-        self.wait_power_sync(placed)
-        return dep, uuids, placed
-
-    def roll(self, dep, build, check=None):
-        """Restart the conductors, then the API, one at a time, on
-        ``build``; the seconds each restart took. ``check`` runs after
-        the first conductor's."""
-        took = {}
-        for index in TAGS:
-            name = 'conductor%d' % index
-            started = time.monotonic()
-            dep.stop(name, keep_registered=True)
-            offset = dep.log_offsets()[name]
-            dep.start_conductor(index, build=build, **TAGS[index])
-            dep.wait(
-                lambda name=name, offset=offset: (
-                    'Successfully started '
-                    'conductor'
-                    in dep.log_since(name, offset, dep.log_offsets()[name])
-                ),
-                MEMBER_TIMEOUT,
-                '%s back' % name,
-            )
-            took[name] = round(time.monotonic() - started, 1)
-            if check is not None and index == 1:
-                check()
-        started = time.monotonic()
-        dep.stop('api')
-        dep.start_api(build)
-        took['api'] = round(time.monotonic() - started, 1)
-        return took
-
-    def under_load(self, dep, uuids, action):
-        """Run ``action`` under traffic and sampling: (its result, the
-        traffic, the placements sampled)."""
-        traffic = Traffic(dep.api_port, uuids)
-        sampled = Placements(dep.api_port)
-        traffic.start()
-        sampled.start()
-        try:
-            time.sleep(3)
-            result = action()
-            time.sleep(REFRESH + 2)
-        finally:
-            traffic.stop()
-            sampled.stop()
-        return result, traffic, sampled
-
-    def levels_check(self, dep):
-        result = dep.status('--json')
-        (found,) = [
-            check
-            for check in json.loads(result.stdout)['checks']
-            if check['check'] == CHECK
-        ]
-        return found['result'], found['details']
+        self.previous = previous_build.plugin()
 
     def test_rolling_upgrade_moves_nothing(self):
         # Ironic's own services, restarted the same way: the baseline.
-        stock, uuids, _placed = self.start('stock', None)
-        stock_took, stock_traffic, _ = self.under_load(
+        stock, uuids, _placed = self.start('stock', None, PIN)
+        stock_took, traffic, _ = self.under_load(
             stock, uuids, lambda: self.roll(stock, None)
         )
-        stock_failed = stock_traffic.failed()
-        stock_refused = stock_traffic.refused()
-        stock_requests = len(stock_traffic.answers)
+        stock_answered = rolling.Answered.of(traffic)
         # The next deployment has the machine to itself.
         stock.stop_all()
 
-        dep, uuids, placed = self.start('affinity', self.previous)
+        dep, uuids, placed = self.start('affinity', self.previous, PIN)
         offsets = dep.log_offsets()
         said = {}
 
@@ -321,57 +59,9 @@ class UpgradeTestCase(base.TestCase):
         took, traffic, sampled = self.under_load(
             dep, uuids, lambda: self.roll(dep, None, mid_roll)
         )
-
-        # No node changed conductor, in the API or in the power syncs.
-        self.assertEqual({}, sampled.moved(placed))
-        self.assertGreater(len(sampled.samples), 20)
-        synced = dep.power_synced_since(offsets)
-        self.assertEqual(
-            {},
-            {n: c for n, c in synced.items() if not c <= {placed[n]}},
-        )
-        # Hard tags held: no node on a conductor that refuses it.
-        tags_of = dict(zip(uuids, map(node_tags, range(NODES)), strict=True))
-        for node, conductor in placed.items():
-            index = 1 + [self.name(i) for i in TAGS].index(conductor)
-            own = set(tags_of[node].split())
-            self.assertIn(TAGS[index]['hard_affinity_tags'], own)
-            self.assertNotIn(
-                TAGS[index].get('hard_anti_affinity_tags', '-'), own
-            )
-        # No process dropped another from its view, nor stood down.
-        for name in dep.log_offsets():
-            log = dep.log(name)
-            self.assertEqual(
-                {'-'}, set(_GROUP_LINE.findall(log)) | {'-'}, name
-            )
-            self.assertNotIn('Standing down', log, name)
-        self.assertEqual(
-            {'-'}, set(_GROUP_LINE.findall(dep.log('api'))) | {'-'}
-        )
-        # Every request answered as on Ironic's own ring. (Refused
-        # connections, while the one API restarts, are counted apart.)
-        # Reads never fail: the API answers them alone. A power action
-        # on a node of a conductor that is restarting fails (500, "Unable
-        # to establish connection"), on Ironic's ring too: the node
-        # stays with its conductor. How many depends on how long each
-        # restart lasts, which is Ironic's own start and varies by some
-        # tens of percent from one run to the next: so as a rate, within
-        # half again of stock's.
-        failed = traffic.failed()
-        self.assertEqual(
-            [],
-            [
-                (kind, outcome)
-                for kind, outcome in failed
-                if kind != 'power' and isinstance(outcome, int)
-            ],
-        )
-        self.assertLessEqual(
-            sum(failed.values()) / len(traffic.answers),
-            1.5 * sum(stock_failed.values()) / stock_requests,
-            (failed, stock_failed),
-        )
+        self.assert_nothing_moved(dep, uuids, placed, sampled, offsets)
+        answered = rolling.Answered.of(traffic)
+        self.assert_answered_as_stock(answered, stock_answered)
 
         # The check, mid-roll: builds differ, the new one pinned.
         code, text = said['mixed']
@@ -385,26 +75,25 @@ class UpgradeTestCase(base.TestCase):
         lifted_in, drained = self.lift_then_drain(dep, uuids, placed)
         base.record(
             test='rolling_upgrade',
-            nodes=NODES,
+            nodes=rolling.NODES,
             restart_seconds=took,
             samples=len(sampled.samples),
             nodes_moved=len(sampled.moved(placed)),
-            requests=len(traffic.answers),
-            failed=sum(failed.values()),
-            failed_by_kind=sorted(
-                '%s %s: %d' % (*k, v) for k, v in failed.items()
-            ),
-            refused=traffic.refused(),
+            **answered.figures(),
             stock_restart_seconds=stock_took,
-            stock_requests=stock_requests,
-            stock_failed=sum(stock_failed.values()),
-            stock_refused=stock_refused,
-            stock_failed_by_kind=sorted(
-                '%s %s: %d' % (*k, v) for k, v in stock_failed.items()
-            ),
+            **stock_answered.figures('stock_'),
             pin_lifted_in=lifted_in,
             drained=drained,
         )
+
+    def levels_check(self, dep):
+        result = dep.status('--json')
+        (found,) = [
+            check
+            for check in json.loads(result.stdout)['checks']
+            if check['check'] == CHECK
+        ]
+        return found['result'], found['details']
 
     def wait_check(self, dep, code, words):
         """Wait until the check's result is ``code`` and its details
@@ -417,7 +106,7 @@ class UpgradeTestCase(base.TestCase):
 
         try:
             # Every 5 s: a check costs about 2 CPU seconds.
-            dep.wait(said, MEMBER_TIMEOUT + 10, CHECK, 5.0)
+            dep.wait(said, rolling.MEMBER_TIMEOUT + 10, CHECK, 5.0)
         except AssertionError as exc:
             raise AssertionError('%s; last: %s' % (exc, seen)) from exc
 
@@ -429,16 +118,16 @@ class UpgradeTestCase(base.TestCase):
         with open(dep.conf, 'w') as handle:
             handle.write(text.replace(PIN, ''))
         started = time.monotonic()
-        for index in TAGS:
-            dep.reload(index, keep_registered=True, **TAGS[index])
+        for index in rolling.TAGS:
+            dep.reload(index, keep_registered=True, **rolling.TAGS[index])
             dep.wait(
                 lambda index=index: self.writes(dep, index) == 2,
-                MEMBER_TIMEOUT,
+                rolling.MEMBER_TIMEOUT,
                 'conductor%d unpinned' % index,
                 interval=2.0,
             )
         dep.stop('api')
-        dep.start_api(None)
+        dep.start_api()
         lifted_in = round(time.monotonic() - started, 1)
         self.wait_check(dep, 0, 'Versions: %s on' % levels.plugin_version())
         # Nothing moved for it.
@@ -447,17 +136,20 @@ class UpgradeTestCase(base.TestCase):
         draining = self.name(3)
         leaving = {n for n, c in placed.items() if c == draining}
         self.assertTrue(leaving)
-        dep.reload(3, keep_registered=True, drain='true', **TAGS[3])
+        dep.reload(3, keep_registered=True, drain='true', **rolling.TAGS[3])
         changed = time.monotonic()
         left_at = {}
-        while time.monotonic() < changed + PERIOD + 2 * REFRESH + 15:
+        while (
+            time.monotonic()
+            < changed + rolling.PERIOD + 2 * rolling.REFRESH + 15
+        ):
             now = self.placements()
             for node in leaving:
                 if now[node] != draining:
                     left_at.setdefault(node, time.monotonic() - changed)
             if len(left_at) == len(leaving):
                 break
-            time.sleep(SAMPLE)
+            time.sleep(rolling.SAMPLE)
         self.assertEqual(leaving, set(left_at))
         # Spread over the period, not all at once.
         self.assertGreater(max(left_at.values()) - min(left_at.values()), 5)

@@ -72,6 +72,33 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def run(
+    command: list[str],
+    timeout: float,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run a command to its end; raise, with the end of its output, if
+    it fails."""
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(
+            '%s failed (%d): %s'
+            % (
+                ' '.join([os.path.basename(command[0]), *command[1:]]),
+                done.returncode,
+                (done.stdout + done.stderr)[-4000:],
+            )
+        )
+    return done
+
+
 def wait_for_port(port: int, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
