@@ -26,6 +26,9 @@ side:
   second on the coordination backend, the benchmark's own INFO calls
   left out; CPU, memory and threads of the API and of each conductor
   (parent and worker together); the whole machine's CPU;
+* restarts: conductor 2 restarted as a rolling upgrade restarts it
+  (SIGUSR1, SIGTERM, started again), then the API: the seconds until
+  each serves again, and how many of the conductor's nodes moved;
 * failover: conductor 1 killed (worker and parent, SIGKILL), and the
   seconds until the API shows a sample of its nodes, then all of them,
   on another conductor.
@@ -753,6 +756,54 @@ def measure_idle(dep: ScaleDeployment, window: float) -> dict[str, Any]:
         probe.close()
 
 
+# Restarts, one process at a time, as a rolling upgrade does them
+
+
+def measure_restarts(
+    dep: load.LoadDeployment, request_timeout: float
+) -> dict[str, Any]:
+    """Restart conductor 2 (SIGUSR1, stop, start), then the API: how
+    long each takes until it serves again, and whether any of the
+    conductor's nodes moved (admin/upgrade.rst)."""
+    name = dep.conductor_name(2)
+    client = load.Client(
+        dep.api_port, timeout=request_timeout, retry_idle=True
+    )
+    try:
+        before = load.on_conductor(client, name, dep.max_limit)
+        offset = dep.log_offsets()['conductor2']
+        started = time.monotonic()
+        stopped = dep.stop('conductor2', keep_registered=True)
+        dep.start_conductor(2, **dep.tag_lists(2))
+        dep.wait(
+            lambda: (
+                'Successfully started conductor'
+                in dep.log_since(
+                    'conductor2', offset, dep.log_offsets()['conductor2']
+                )
+            ),
+            600,
+            'conductor 2 back',
+            interval=1.0,
+        )
+        conductor = time.monotonic() - started
+        after = load.on_conductor(client, name, dep.max_limit)
+    finally:
+        client.close()
+    started = time.monotonic()
+    dep.stop('api')
+    dep.start_api()
+    api = time.monotonic() - started
+    return {
+        'conductor': name,
+        'its_nodes': len(before),
+        'conductor_stop_seconds': round(stopped, 1),
+        'conductor_restart_seconds': round(conductor, 1),
+        'nodes_moved': len(before ^ after),
+        'api_restart_seconds': round(api, 1),
+    }
+
+
 # Failover
 
 
@@ -819,7 +870,8 @@ def _say(text: str) -> None:
 
 
 def measure(dep: ScaleDeployment, args: argparse.Namespace) -> dict[str, Any]:
-    """Bootstrap, copy, start, wait, measure idle, then fail over."""
+    """Bootstrap, copy, start, wait, measure idle, restart, then fail
+    over."""
     timings: dict[str, float | None] = {}
 
     def timed(name: str, action, *arguments):  # type: ignore[no-untyped-def]
@@ -846,6 +898,8 @@ def measure(dep: ScaleDeployment, args: argparse.Namespace) -> dict[str, Any]:
     idle = timed('window', measure_idle, dep, args.window)
     # Said at once, so that a failover that goes wrong loses nothing.
     _say('idle: %s' % json.dumps(idle))
+    restarts = timed('restarts', measure_restarts, dep, args.request_timeout)
+    _say('restarts: %s' % json.dumps(restarts))
     _say('killing %s' % dep.conductor_name(1))
     failover = timed(
         'failover',
@@ -856,7 +910,12 @@ def measure(dep: ScaleDeployment, args: argparse.Namespace) -> dict[str, Any]:
         args.request_timeout,
     )
     _say('failover: %s' % json.dumps(failover))
-    return {'idle': idle, 'failover': failover, 'timings': timings}
+    return {
+        'idle': idle,
+        'restarts': restarts,
+        'failover': failover,
+        'timings': timings,
+    }
 
 
 def run(
@@ -1010,12 +1069,21 @@ FAILOVER_ROWS = (
     ('rehome_seconds', 'empty list answered at, s'),
     ('error', 'error'),
 )
+RESTART_ROWS = (
+    ('conductor', 'restarted conductor'),
+    ('its_nodes', 'its nodes'),
+    ('conductor_stop_seconds', 'its stop took, s'),
+    ('conductor_restart_seconds', 'stop to started again, s'),
+    ('nodes_moved', 'its nodes moved'),
+    ('api_restart_seconds', 'API stop to answering again, s'),
+)
 TIMING_ROWS = (
     ('bootstrap_node', 'first node, through the API'),
     ('copy_nodes', 'copying the others'),
     ('start_conductors', 'conductors up and routing'),
     ('first_power_syncs', 'then every conductor power-synced'),
     ('window', 'idle window'),
+    ('restarts', 'restarts'),
     ('failover', 'failover'),
     ('run', 'whole run, clean-up included'),
 )
@@ -1044,6 +1112,10 @@ def render(results: list[dict[str, Any]], setup: dict[str, Any]) -> str:
         _row('', [names.get(r['ring'], r['ring']) for r in results]),
     ]
     lines += _idle_rows([r['idle'] for r in results])
+    lines.append('restarts, one process at a time (SIGUSR1 first)')
+    for key, label in RESTART_ROWS:
+        cells = [str(r['restarts'].get(key, '-')) for r in results]
+        lines.append(_row('  ' + label, cells))
     lines.append('failover (seconds from the SIGKILL)')
     for key, label in FAILOVER_ROWS:
         cells = [str(r['failover'].get(key, '-')) for r in results]
